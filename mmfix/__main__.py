@@ -1,0 +1,3 @@
+from mmfix.cli import main
+
+raise SystemExit(main())

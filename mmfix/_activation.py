@@ -1,0 +1,158 @@
+"""The single, idempotent entry that turns patches on and off and records why.
+
+Every front door (``import mmfix``, sitecustomize, ``.pth``/``.start``,
+``mmfix-run``, PYTHONSTARTUP) ends here, so activating twice, or through several
+doors at once, patches once.
+"""
+from __future__ import annotations
+
+import sys
+import _thread
+
+from . import _importhooks, _log, _settings
+from .patches import PATCHES
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover
+    from types import ModuleType
+    from typing import Any, Iterable
+
+_lock = _thread.RLock()
+
+
+class _PatchState:
+    __slots__ = ("name", "state", "reason", "hook", "module")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.state = "off"
+        self.reason = "not activated"
+        self.hook: Any = None
+        self.module: Any = None
+
+
+_patches: dict[str, _PatchState] = {name: _PatchState(name) for name in PATCHES}
+_front_doors: list[str] = []
+_implicit_import = False
+
+
+def note_front_door(door: str) -> None:
+    with _lock:
+        if door not in _front_doors:
+            _front_doors.append(door)
+
+
+def _make_hook(state: _PatchState) -> Any:
+    module_name = PATCHES[state.name][0]
+
+    def hook(_target: ModuleType) -> None:
+        with _lock:
+            if state.hook is not hook:  # disabled (or re-enabled) since registration
+                return
+            state.hook = None
+            try:
+                __import__(module_name)
+                patch = sys.modules[module_name]
+                state.module = patch
+                skip = patch.apply()
+            except Exception as exc:
+                # An exception escaping here would make `import torch` fail.
+                # Roll back whatever the patch managed to swap, keep the originals.
+                _rollback(state)
+                state.state, state.reason = "failed", f"{type(exc).__name__}: {exc}"
+                _log.error(
+                    f"patch {state.name!r} could not be applied and was left off ({state.reason}); "
+                    f"the original functions stay in place. Set MMFIX_DISABLED_PATCHES={state.name} "
+                    "to silence this, and please report it.",
+                    key=f"failed:{state.name}",
+                )
+                return
+            if skip:
+                state.state, state.reason = "skipped", str(skip)
+                _log.debug(f"patch {state.name!r} skipped: {skip}")
+            else:
+                state.state, state.reason = "active", "applied"
+                _log.debug(f"patch {state.name!r} applied")
+
+    return hook
+
+
+def _rollback(state: _PatchState) -> None:
+    patch = state.module
+    if patch is None:
+        return
+    try:
+        patch.remove()
+    except Exception as exc:  # pragma: no cover - remove() only undoes swaps
+        _log.error(f"patch {state.name!r} could not be rolled back: {exc!r}", key=f"rollback:{state.name}")
+
+
+def activate(door: str | None = None, only: Iterable[str] | None = None) -> None:
+    """Arm every enabled patch (or just ``only``); already armed ones are left alone."""
+    settings = _settings.current()
+    with _lock:
+        if door:
+            note_front_door(door)
+        if settings.disabled:
+            for state in _patches.values():
+                if state.state in ("off", "removed"):
+                    state.state, state.reason = "disabled", "MMFIX_DISABLE is set"
+            return
+        selected = set(PATCHES) if only is None else set(only)
+        unknown = selected - set(PATCHES)
+        if unknown:
+            raise ValueError(
+                f"unknown mmfix patch name(s): {', '.join(sorted(unknown))}; "
+                f"known patches are {', '.join(PATCHES)}"
+            )
+        for name, state in _patches.items():
+            if name not in selected or state.state in ("active", "pending", "skipped"):
+                continue
+            if name in settings.disabled_patches:
+                state.state, state.reason = "disabled", "listed in MMFIX_DISABLED_PATCHES"
+                continue
+            target = PATCHES[name][1]
+            state.state, state.reason = "pending", f"waiting for `import {target}`"
+            state.hook = _make_hook(state)
+            _importhooks.when_imported(target, state.hook)
+
+
+def deactivate(only: Iterable[str] | None = None) -> None:
+    """Remove applied patches and forget pending ones."""
+    with _lock:
+        names = set(PATCHES) if only is None else set(only)
+        for name in names:
+            state = _patches[name]
+            if state.hook is not None:
+                _importhooks.cancel(state.hook)
+                state.hook = None
+            if state.state == "active":
+                _rollback(state)
+            if state.state in ("active", "pending", "skipped", "failed", "disabled"):
+                state.state, state.reason = "removed", "mmfix.disable() was called"
+
+
+def activate_at_import() -> None:
+    """What ``import mmfix`` does; a front door that imported us re-labels itself."""
+    global _implicit_import
+    _implicit_import = True
+    door = _settings.current().front_door or None
+    activate(door)
+
+
+def snapshot() -> dict[str, Any]:
+    with _lock:
+        doors = list(_front_doors) or (["import"] if _implicit_import else [])
+        return {
+            "enabled": not _settings.current().disabled,
+            "front_doors": doors,
+            "patches": {
+                name: {
+                    "state": state.state,
+                    "reason": state.reason,
+                    "target": PATCHES[name][1],
+                    "description": PATCHES[name][2],
+                }
+                for name, state in _patches.items()
+            },
+        }

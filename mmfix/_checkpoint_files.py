@@ -1,0 +1,120 @@
+"""Telling what is wrong with a checkpoint file, without unpickling it.
+
+Used after a load has already failed (so its cost never lands on a good load)
+and by ``mmfix inspect``.
+"""
+from __future__ import annotations
+
+import io
+import os
+import zipfile
+from typing import Any
+
+ZIP_MAGIC = b"PK\x03\x04"
+# torch's legacy (pre-1.6) format starts with the pickled magic number
+# 0x1950a86a20f9469cfc6c, protocol 2.
+LEGACY_MAGIC = b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19."
+
+
+def describe_source(f: Any) -> str:
+    if isinstance(f, (str, os.PathLike)):
+        return repr(os.fspath(f))
+    name = getattr(f, "name", None)
+    if isinstance(name, str):
+        return repr(name)
+    return f"<{type(f).__name__} buffer>"
+
+
+def path_of(f: Any) -> str | None:
+    if isinstance(f, (str, os.PathLike)):
+        return os.fspath(f)  # type: ignore[return-value]
+    name = getattr(f, "name", None)
+    return name if isinstance(name, str) else None
+
+
+def file_format(head: bytes) -> str:
+    if head.startswith(ZIP_MAGIC):
+        return "zip"
+    if head.startswith(LEGACY_MAGIC):
+        return "legacy"
+    return "unknown"
+
+
+def _read_head(f: Any, n: int = 64) -> bytes | None:
+    if isinstance(f, (str, os.PathLike)):
+        with open(f, "rb") as fh:
+            return fh.read(n)
+    if hasattr(f, "seek") and hasattr(f, "read"):
+        try:
+            pos = f.tell()
+            f.seek(0)
+            head = f.read(n)
+            f.seek(pos)
+            return head
+        except (OSError, ValueError, io.UnsupportedOperation):
+            return None
+    return None
+
+
+def _zip_problem(source: Any) -> str | None:
+    try:
+        with zipfile.ZipFile(source) as archive:
+            names = archive.namelist()
+            if not any(n.endswith("data.pkl") for n in names):
+                return "it is a zip archive but holds no data.pkl record, so torch.save did not write it"
+            bad = archive.testzip()
+            if bad is not None:
+                return f"the record {bad!r} inside the archive fails its CRC check (the file is damaged)"
+    except zipfile.BadZipFile as exc:
+        return (
+            f"it starts like a zip archive but its directory cannot be read ({exc}); "
+            "the file is truncated — typically a save that was interrupted or a copy that did not finish"
+        )
+    except (EOFError, OSError, ValueError) as exc:
+        return f"the zip archive cannot be read ({exc}); the file is truncated or damaged"
+    return None
+
+
+def diagnose(f: Any) -> str | None:
+    """A sentence saying why ``f`` cannot be a readable checkpoint, or None if it looks fine."""
+    try:
+        head = _read_head(f)
+    except OSError:
+        return None  # missing files and directories keep their own OSError
+    if head is None:
+        return None
+    if not head:
+        return "the file is empty (0 bytes); the save that wrote it was probably interrupted"
+    kind = file_format(head)
+    if kind == "zip":
+        if isinstance(f, (str, os.PathLike)):
+            return _zip_problem(os.fspath(f))
+        try:
+            pos = f.tell()
+            f.seek(0)
+            try:
+                return _zip_problem(f)
+            finally:
+                f.seek(pos)
+        except (OSError, ValueError, io.UnsupportedOperation):
+            return None
+    if kind == "legacy":
+        return None  # a damaged legacy file cannot be told from a good one without unpickling
+    if head.startswith(b"\x80"):
+        return "it is a plain pickle, not a file written by torch.save (no zip archive, no torch magic number)"
+    preview = head[:8]
+    return (
+        f"it does not start like a PyTorch checkpoint (first bytes {preview!r}; "
+        "expected a zip archive b'PK\\x03\\x04' or torch's legacy pickle header)"
+    )
+
+
+def is_mappable(f: Any) -> bool:
+    """Whether torch.load(..., mmap=True) can take ``f``: a zip checkpoint given by path."""
+    if not isinstance(f, (str, os.PathLike)):
+        return False
+    try:
+        head = _read_head(f, 4)
+    except OSError:
+        return False
+    return head is not None and head.startswith(ZIP_MAGIC)

@@ -1,0 +1,46 @@
+"""mmfix's exception types.
+
+The checkpoint errors subclass what torch raises today for the same situation
+(``pickle.UnpicklingError`` for a refused global, ``RuntimeError`` for a file it
+cannot read), so an ``except`` clause written for stock torch still catches them.
+This module imports pickle, so ``mmfix/__init__`` exposes it lazily.
+"""
+from __future__ import annotations
+
+import pickle
+
+
+class MmfixUsageError(SystemExit):
+    """A command line or environment mmfix can name the mistake in.
+
+    A ``SystemExit`` with a message: the user sees one paragraph and exit code 2,
+    as argparse does for its own usage errors, never a traceback.
+    """
+
+    def __init__(self, message: str, code: int = 2) -> None:
+        super().__init__(code)
+        self.message = message
+        self.code = code
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint could not be loaded, for a reason mmfix can name."""
+
+    def __init__(self, message: str, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class CheckpointCorruptError(CheckpointError):
+    """The file is missing, empty, truncated or not a PyTorch checkpoint at all."""
+
+
+class CheckpointRefusedError(CheckpointError, pickle.UnpicklingError):
+    """The safe (weights_only) loader refused globals the file asks for."""
+
+    def __init__(self, message: str, path: str | None = None, globals_: tuple[str, ...] = ()) -> None:
+        super().__init__(message, path)
+        self.globals = globals_

@@ -1,0 +1,157 @@
+"""Every ``MMFIX_*`` environment variable, parsed in one place.
+
+This module is imported by ``import mmfix`` (and so by the ``.pth`` hook at every
+interpreter start), so it only touches ``os`` and ``sys``: no ``typing``,
+``dataclasses`` or ``logging``, each of which costs milliseconds at start-up.
+
+A bad value never raises here: raising inside a ``.pth`` line or a
+``sitecustomize`` would break every Python process of the environment. Instead
+the problem is written once to stderr, naming the variable and the accepted
+values, and the documented default is used.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover
+    from typing import Mapping
+
+#: Patch names users can switch off with MMFIX_DISABLED_PATCHES; kept here so the
+#: settings can reject a misspelt name instead of silently ignoring it.
+PATCH_NAMES = (
+    "torch_load",
+    "mmengine_checkpoint",
+)
+
+_TRUE = frozenset(("1", "true", "yes", "on"))
+_FALSE = frozenset(("0", "false", "no", "off"))
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+_HOLD_MODES = ("mmengine", "all", "off")
+
+#: name -> (default, meaning) — the README table is checked against this by a test.
+DOCUMENTED = {
+    "MMFIX_DISABLE": ("0", "1 turns mmfix off entirely: `import mmfix` and every front door change nothing."),
+    "MMFIX_DISABLED_PATCHES": ("", "Comma-separated patch names to leave off, or `*` for all."),
+    "MMFIX_LOG_LEVEL": ("INFO", "DEBUG, INFO, WARNING or ERROR."),
+    "MMFIX_CPU_MAP": ("1", "0 restores stock map_location (storages go back to the device they were saved on)."),
+    "MMFIX_TRUSTED_GLOBALS": ("", "Comma-separated `module.Name` globals you trust checkpoints to use."),
+    "MMFIX_HOLD_WEIGHTS_ONLY": ("mmengine", "Which explicit `weights_only=False` callers are held to the safe loader: mmengine, all, off."),
+    "MMFIX_MMAP": ("0", "1 loads zip checkpoints given by path with mmap=True (shared page cache)."),
+    "MMFIX_FRONT_DOOR": ("", "Set by `mmfix-run` for its children; not for users."),
+}
+
+
+def _warn(message: str) -> None:
+    # logging is not imported yet (and may never be); stderr is the one channel
+    # that always reaches the user at interpreter start.
+    sys.stderr.write(f"mmfix: {message}\n")
+
+
+def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = env.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in _TRUE:
+        return True
+    if raw in _FALSE:
+        return False
+    _warn(
+        f"{name}={env[name]!r} is not a yes/no value; use 1/0, true/false, yes/no or "
+        f"on/off. Using the default ({'1' if default else '0'})."
+    )
+    return default
+
+
+def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...], default: str) -> str:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    for choice in choices:
+        if raw.lower() == choice.lower():
+            return choice
+    _warn(f"{name}={raw!r} is not one of {', '.join(choices)}. Using the default ({default}).")
+    return default
+
+
+def _names(env: Mapping[str, str], name: str) -> tuple[str, ...]:
+    raw = env.get(name, "")
+    return tuple(part.strip() for part in raw.split(",") if part.strip())
+
+
+class Settings:
+    """The parsed switches; immutable so no code path can drift from the environment."""
+
+    __slots__ = (
+        "disabled",
+        "disabled_patches",
+        "log_level",
+        "cpu_map",
+        "trusted_globals",
+        "hold_weights_only",
+        "mmap",
+        "front_door",
+    )
+
+    disabled: bool
+    disabled_patches: frozenset[str]
+    log_level: str
+    cpu_map: bool
+    trusted_globals: tuple[str, ...]
+    hold_weights_only: str
+    mmap: bool
+    front_door: str
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        values = {
+            "disabled": _bool(env, "MMFIX_DISABLE", False),
+            "disabled_patches": self._parse_disabled_patches(env),
+            "log_level": _choice(env, "MMFIX_LOG_LEVEL", _LOG_LEVELS, "INFO"),
+            "cpu_map": _bool(env, "MMFIX_CPU_MAP", True),
+            "trusted_globals": _names(env, "MMFIX_TRUSTED_GLOBALS"),
+            "hold_weights_only": _choice(env, "MMFIX_HOLD_WEIGHTS_ONLY", _HOLD_MODES, "mmengine"),
+            "mmap": _bool(env, "MMFIX_MMAP", False),
+            "front_door": env.get("MMFIX_FRONT_DOOR", "").strip(),
+        }
+        for key, value in values.items():
+            object.__setattr__(self, key, value)
+
+    @staticmethod
+    def _parse_disabled_patches(env: Mapping[str, str]) -> frozenset[str]:
+        names = _names(env, "MMFIX_DISABLED_PATCHES")
+        if "*" in names:
+            return frozenset(PATCH_NAMES)
+        unknown = [n for n in names if n not in PATCH_NAMES]
+        if unknown:
+            _warn(
+                f"MMFIX_DISABLED_PATCHES names unknown patch(es) {', '.join(unknown)}; "
+                f"known patches are {', '.join(PATCH_NAMES)} (or * for all). "
+                "The unknown names are ignored."
+            )
+        return frozenset(n for n in names if n in PATCH_NAMES)
+
+    def __setattr__(self, key: str, value: object) -> None:
+        raise AttributeError("mmfix settings are read-only; set MMFIX_* variables instead")
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__)
+        return f"Settings({fields})"
+
+
+_current: Settings | None = None
+
+
+def current() -> Settings:
+    """The settings parsed from ``os.environ`` the first time they were needed."""
+    global _current
+    if _current is None:
+        _current = Settings(os.environ)
+    return _current
+
+
+def refresh() -> Settings:
+    """Parse ``os.environ`` again (``mmfix.enable()`` does, so a changed variable counts)."""
+    global _current
+    _current = Settings(os.environ)
+    return _current

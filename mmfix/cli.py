@@ -1,0 +1,131 @@
+"""The ``mmfix`` command (and ``mmfix-run``): a thin front over the modules below."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, Sequence
+
+from . import __version__
+from ._errors import MmfixUsageError
+
+
+def _print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, sort_keys=True, default=str))
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    import mmfix
+
+    data = mmfix.status()
+    if args.json:
+        _print_json(data)
+        return 0
+    print(f"mmfix {__version__}: {'enabled' if data['enabled'] else 'disabled (MMFIX_DISABLE)'}")
+    print(f"front doors: {', '.join(data['front_doors']) or 'none'}")
+    for name, info in data["patches"].items():
+        print(f"  {name:<22} {info['state']:<9} {info['reason']}")
+    return 0
+
+
+def _cmd_hook(args: argparse.Namespace) -> int:
+    from . import hook
+
+    if args.action == "install":
+        for path in hook.install(args.site_dir):
+            print(f"installed {path}")
+        print("mmfix now activates in every Python process of this environment (MMFIX_DISABLE=1 turns it off).")
+    elif args.action == "uninstall":
+        removed = hook.uninstall(args.site_dir)
+        print("\n".join(f"removed {p}" for p in removed) or "nothing to remove: no mmfix start-up file here")
+    else:
+        data = hook.status(args.site_dir)
+        if args.json:
+            _print_json(data)
+        else:
+            print(f"site-packages: {data['site_dir']}")
+            for name, state in data["files"].items():  # type: ignore[union-attr]
+                print(f"  {name}: {state}")
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from ._run import run
+
+    run(list(args.command))
+
+
+def _cmd_startup_file(args: argparse.Namespace) -> int:
+    from . import interactive_startup
+
+    print(os.path.abspath(interactive_startup.__file__))
+    return 0
+
+
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    from ._inspect_checkpoint import format_report, inspect_checkpoint
+
+    report = inspect_checkpoint(args.checkpoint)
+    if args.json:
+        _print_json(report)
+    else:
+        print(format_report(report))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mmfix",
+        description="Makes OpenMMLab training behave on multi-GPU machines, clusters and modern PyTorch.",
+    )
+    parser.add_argument("--version", action="version", version=f"mmfix {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("status", help="which patches are active in this interpreter, and why")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_status)
+
+    p = sub.add_parser("hook", help="install/uninstall the start-up hook in site-packages")
+    p.add_argument("action", choices=("install", "uninstall", "status"))
+    p.add_argument("--site-dir", default=None, help="site-packages folder (default: this environment's)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_hook)
+
+    p = sub.add_parser("run", help="run a command with mmfix active (same as mmfix-run)")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
+    p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser("startup-file", help="print the path of the PYTHONSTARTUP file (interactive only)")
+    p.set_defaults(func=_cmd_startup_file)
+
+    p = sub.add_parser("inspect", help="describe a checkpoint without executing its pickle")
+    p.add_argument("checkpoint")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=_cmd_inspect)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except MmfixUsageError as exc:
+        print(f"mmfix: {exc.message}" if not exc.message.startswith("mmfix") else exc.message, file=sys.stderr)
+        return exc.code
+
+
+def run_main() -> int:
+    """Entry point of ``mmfix-run``."""
+    try:
+        from ._run import run
+
+        run(sys.argv[1:])
+    except MmfixUsageError as exc:
+        print(exc.message, file=sys.stderr)
+        return exc.code
+    return 0  # pragma: no cover - run() never returns

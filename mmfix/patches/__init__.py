@@ -1,0 +1,22 @@
+"""The patches, one module each, every one a pair ``apply()`` / ``remove()``.
+
+This package is imported by ``import mmfix`` and so must not import torch or
+MMEngine: the table below is plain data, and a patch module is imported only
+when the module it patches has been imported.
+"""
+from __future__ import annotations
+
+#: patch name -> (module holding apply/remove, module whose import triggers it, what it does)
+PATCHES: dict[str, tuple[str, str, str]] = {
+    "torch_load": (
+        "mmfix.patches.torch_load",
+        "torch",
+        "torch.load maps to CPU by default, loads MMEngine checkpoints with weights_only=True, "
+        "explains refused and corrupt files",
+    ),
+    "mmengine_checkpoint": (
+        "mmfix.patches.mmengine_checkpoint",
+        "mmengine.runner",
+        "MMEngine's checkpoint loaders and Runner.resume load to CPU by default",
+    ),
+}

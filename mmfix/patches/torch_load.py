@@ -1,0 +1,215 @@
+"""torch.load: CPU by default, weights_only kept, refused and broken files explained.
+
+One wrapper object serves both ``torch.load`` and ``torch.serialization.load``
+(torch binds the first from the second at import), so identity checks and
+``from torch.serialization import load`` made after patching agree.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import re
+import sys
+from typing import Any, Callable
+
+from .. import _checkpoint_files, _log, _safe_globals, _settings, _wrapping
+from .._errors import CheckpointCorruptError, CheckpointError, CheckpointRefusedError
+
+NAME = "torch_load"
+_swaps: list[_wrapping.Swap] = []
+
+_REFUSED_PATTERNS = (
+    re.compile(r"GLOBAL (\S+) was not an allowed global"),
+    re.compile(r"Unsupported global: GLOBAL (\S+)"),
+    re.compile(r"Trying to load unsupported GLOBAL (\S+) whose module (\S+) is blocked"),
+    re.compile(r"Unsupported operand \d+"),
+)
+# Globals whose only use in a checkpoint is running commands or code.
+_HOSTILE_MODULES = ("os", "posix", "nt", "subprocess", "sys", "runpy", "shutil", "socket", "importlib", "pty")
+_HOSTILE_BUILTINS = ("eval", "exec", "compile", "open", "__import__", "getattr", "setattr", "breakpoint", "input")
+_TRUE = ("1", "y", "yes", "true")
+
+
+def apply() -> str | None:
+    import torch
+    import torch.serialization
+
+    if not hasattr(torch.serialization, "add_safe_globals"):
+        return f"torch {torch.__version__} predates weights_only allowlists (needs torch >= 2.4)"
+    _safe_globals.register_builtin()
+    swap = _wrapping.wrap(torch.serialization, "load", _patched_load)
+    _swaps.append(swap)
+    if getattr(torch, "load", None) is swap.original:
+        _swaps.append(_wrapping.also_install(swap, torch, "load"))
+    return None
+
+
+def remove() -> None:
+    while _swaps:
+        _swaps.pop().undo()
+    try:
+        _safe_globals.unregister()
+    except ImportError:  # torch never imported: nothing was registered
+        pass
+
+
+def _weights_only_in_effect(kwargs: dict[str, Any], pickle_module: Any) -> bool:
+    """Mirror torch.load's own decision, so our messages describe what really ran."""
+    if os.getenv("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "0").lower() in _TRUE:
+        return True
+    weights_only = kwargs.get("weights_only")
+    if weights_only is None:
+        if os.getenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "0").lower() in _TRUE:
+            return False
+        return pickle_module is None
+    return bool(weights_only)
+
+
+def _caller_module(depth: int = 2) -> str:
+    # wrapt's call path is C code, so frame 1 is this wrapper's caller chain:
+    # 0 = _patched_load, 1 = guarded (in _wrapping), 2 = whoever called torch.load.
+    try:
+        return str(sys._getframe(depth + 1).f_globals.get("__name__", ""))
+    except ValueError:  # pragma: no cover - shallow stack
+        return ""
+
+
+def _patched_load(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    settings = _settings.current()
+    args_list = list(args)
+    f = args_list[0] if args_list else kwargs.get("f")
+
+    if settings.cpu_map:
+        if len(args_list) >= 2:
+            if args_list[1] is None:
+                args_list[1] = "cpu"
+        elif kwargs.get("map_location") is None:
+            kwargs["map_location"] = "cpu"
+
+    pickle_module = args_list[2] if len(args_list) >= 3 else kwargs.get("pickle_module")
+    held = False
+    if kwargs.get("weights_only") is False and pickle_module is None and settings.hold_weights_only != "off":
+        caller = _caller_module()
+        if settings.hold_weights_only == "all" or caller == "mmengine" or caller.startswith("mmengine."):
+            kwargs["weights_only"] = True
+            held = True
+            _log.info(
+                f"{caller or 'a caller'} asked torch.load for weights_only=False; mmfix holds it to the safe "
+                "loader (MMEngine checkpoints load without it). MMFIX_HOLD_WEIGHTS_ONLY=off lets it through.",
+                key="held-weights-only",
+            )
+
+    if settings.mmap and "mmap" not in kwargs and _cpu_target(args_list, kwargs) and _checkpoint_files.is_mappable(f):
+        kwargs["mmap"] = True
+
+    weights_only = _weights_only_in_effect(kwargs, pickle_module)
+    try:
+        return wrapped(*args_list, **kwargs)
+    except CheckpointError:
+        raise
+    except pickle.UnpicklingError as exc:
+        if not weights_only or "Weights only load failed" not in str(exc):
+            raise _corrupt_or(exc, f)
+        refused = _refused_globals(str(exc), f)
+        if _safe_globals.HISTORY_BUFFER in refused and _safe_globals.ensure_history_buffer() and _rewind(f):
+            # MMEngine was not imported yet, so its HistoryBuffer was not on the
+            # list; it is now (still weights_only=True): read the file again.
+            return _patched_load(wrapped, instance, args, kwargs)
+        raise _refused_error(f, refused, held, exc) from None
+    except (RuntimeError, EOFError, IndexError, KeyError, ValueError, OSError) as exc:
+        raise _corrupt_or(exc, f)
+
+
+def _cpu_target(args_list: list[Any], kwargs: dict[str, Any]) -> bool:
+    location = args_list[1] if len(args_list) >= 2 else kwargs.get("map_location")
+    return str(location) == "cpu"
+
+
+def _rewind(f: Any) -> bool:
+    if isinstance(f, (str, os.PathLike)):
+        return True
+    try:
+        f.seek(0)
+        return True
+    except Exception:
+        return False
+
+
+def _corrupt_or(exc: BaseException, f: Any) -> BaseException:
+    """mmfix's clear error if the file itself is the problem, else the original."""
+    if isinstance(exc, (FileNotFoundError, IsADirectoryError, PermissionError)):
+        return exc
+    try:
+        reason = _checkpoint_files.diagnose(f)
+    except Exception:
+        reason = None
+    if reason is None:
+        return exc
+    source = _checkpoint_files.describe_source(f)
+    error = CheckpointCorruptError(
+        f"cannot load checkpoint {source}: {reason}. If this is the newest checkpoint of a run, "
+        "resume from the previous one (or re-download / re-copy the file).",
+        path=_checkpoint_files.path_of(f),
+    )
+    error.__cause__ = exc
+    error.__suppress_context__ = True
+    return error
+
+
+def _refused_globals(message: str, f: Any) -> tuple[str, ...]:
+    found: list[str] = []
+    for pattern in _REFUSED_PATTERNS[:3]:
+        for match in pattern.finditer(message):
+            found.append(match.group(1))
+    # torch names only the first refusal; list all of them so one round of
+    # trusting is enough.
+    try:
+        if _rewind(f):
+            import torch.serialization
+
+            found.extend(torch.serialization.get_unsafe_globals_in_checkpoint(f))
+            _rewind(f)
+    except Exception:
+        pass
+    allowed = _safe_globals.vetted_names() | _safe_globals.user_trusted_names()
+    ordered = list(dict.fromkeys(found))
+    unresolved = [g for g in ordered if g not in allowed]
+    return tuple(unresolved or ordered)
+
+
+def _is_hostile(name: str) -> bool:
+    module, _, attr = name.rpartition(".")
+    root = module.split(".")[0]
+    if root in _HOSTILE_MODULES:
+        return True
+    return module == "builtins" and attr in _HOSTILE_BUILTINS
+
+
+def _refused_error(f: Any, refused: tuple[str, ...], held: bool, exc: BaseException) -> CheckpointRefusedError:
+    source = _checkpoint_files.describe_source(f)
+    names = ", ".join(refused) if refused else "(torch did not say which)"
+    hostile = [g for g in refused if _is_hostile(g)]
+    how = (
+        f"If you trust this file and where it came from, allow exactly these globals and load again: "
+        f"`export MMFIX_TRUSTED_GLOBALS={','.join(refused)}` or, in Python before loading, "
+        f"`mmfix.trust_globals({', '.join(repr(g) for g in refused)})`. "
+        "Trusting a global lets the file run that code while it loads: only do it for files you trust."
+    )
+    if hostile:
+        how = (
+            f"{', '.join(hostile)} can run commands or arbitrary code; no real checkpoint needs "
+            "them, so this file is very likely malicious. Do not trust it. "
+        ) + how
+    held_note = (
+        " (the caller asked for weights_only=False; mmfix held it to the safe loader, "
+        "MMFIX_HOLD_WEIGHTS_ONLY=off lets it through)"
+        if held
+        else ""
+    )
+    message = (
+        f"refused to load checkpoint {source}: it needs globals that are not known to be safe: {names}. "
+        f"It was loaded with weights_only=True{held_note}, which rebuilds tensors and plain data only. {how}"
+    )
+    error = CheckpointRefusedError(message, path=_checkpoint_files.path_of(f), globals_=refused)
+    error.original = exc  # type: ignore[attr-defined]
+    return error
