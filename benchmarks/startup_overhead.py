@@ -1,0 +1,77 @@
+"""Start-up and per-call cost of mmfix, against the unpatched baseline in the same run.
+
+    python benchmarks/startup_overhead.py [--runs 40]
+
+Prints the median wall time of `python -c 'pass'` vs `python -c 'import mmfix'`
+(targets: under 5 ms added), and the per-call time of a function vs the same
+function behind mmfix's wrapper, and of mmfix's torch.load logic around a no-op
+loader (target: under 2 µs added).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import timeit
+
+
+def _interpreter_ms(code: str, runs: int) -> float:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MMFIX_")}
+    samples = []
+    for _ in range(runs):
+        start = timeit.default_timer()
+        subprocess.run([sys.executable, "-c", code], env=env, check=True)
+        samples.append((timeit.default_timer() - start) * 1000)
+    return statistics.median(samples)
+
+
+def _call_us(fn, number: int = 200_000, repeat: int = 7) -> float:
+    return min(timeit.repeat(fn, number=number, repeat=repeat)) / number * 1e6
+
+
+def plain(a, b=1):
+    return a
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=40)
+    args = parser.parse_args()
+
+    # Interleave-free but same-run: baseline first, then mmfix, then baseline again.
+    base1 = _interpreter_ms("pass", args.runs)
+    with_mmfix = _interpreter_ms("import mmfix", args.runs)
+    base2 = _interpreter_ms("pass", args.runs)
+    base = min(base1, base2)
+    print(f"interpreter start, median of {args.runs}: baseline {base:.1f} ms, with `import mmfix` "
+          f"{with_mmfix:.1f} ms -> +{with_mmfix - base:.2f} ms, ratio {with_mmfix / base:.3f} (target: < +5 ms)")
+
+    from mmfix import _wrapping
+    from mmfix.patches import torch_load
+
+    module = sys.modules[__name__]
+    original = module.plain
+    t_plain = _call_us(lambda: original(1))
+    swap = _wrapping.wrap(module, "plain", lambda w, i, a, k: w(*a, **k))
+    wrapped = module.plain
+    t_wrapped = _call_us(lambda: wrapped(1))
+    swap.undo()
+    print(f"call: plain {t_plain:.3f} us, mmfix wrapper {t_wrapped:.3f} us -> +{t_wrapped - t_plain:.3f} us, "
+          f"ratio {t_wrapped / t_plain:.2f} (target: < +2 us)")
+
+    def noop_load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None, **kw):
+        return map_location
+
+    swap = _wrapping.wrap(module, "plain", torch_load._patched_load, original=noop_load)
+    patched = module.plain
+    t_noop = _call_us(lambda: noop_load("x.pth"), number=100_000)
+    t_logic = _call_us(lambda: patched("x.pth"), number=100_000)
+    swap.undo()
+    print(f"torch.load logic around a no-op loader: {t_noop:.3f} us -> {t_logic:.3f} us "
+          f"(+{t_logic - t_noop:.3f} us per load; a real load takes milliseconds)")
+
+
+if __name__ == "__main__":
+    main()

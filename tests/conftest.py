@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+# The test process itself stays stock: tests that need mmfix active start a
+# subprocess or apply a patch explicitly. Subprocesses get clean_env(), which
+# drops every MMFIX_* variable again.
+os.environ["MMFIX_DISABLE"] = "1"
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO / "examples"
+TRAIN = EXAMPLES / "tools" / "train.py"
+TEST = EXAMPLES / "tools" / "test.py"
+CONFIG = EXAMPLES / "configs" / "toy_det.py"
+
+
+def clean_env(**overrides: str | None) -> dict[str, str]:
+    """The test process's environment without any MMFIX_* or launcher variables."""
+    drop = ("MMFIX_", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_", "TORCHELASTIC",
+            "SLURM_", "GROUP_RANK", "ROLE_", "OMPI_", "PMI_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+    env["PYTHONUNBUFFERED"] = "1"
+    env.pop("PYTHONSTARTUP", None)
+    for key, value in overrides.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return env
+
+
+def run(args: list[str], *, env: dict[str, str] | None = None, cwd: str | Path | None = None,
+        timeout: float = 300, check: bool = False) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(args, env=env if env is not None else clean_env(), cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{args} exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
+    return proc
+
+
+def run_python(code: str, *flags: str, env: dict[str, str] | None = None, cwd: str | Path | None = None,
+               check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return run([sys.executable, *flags, "-c", textwrap.dedent(code)], env=env, cwd=cwd, check=check,
+               timeout=timeout)
+
+
+@pytest.fixture
+def env() -> dict[str, str]:
+    return clean_env()

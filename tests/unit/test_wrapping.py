@@ -1,0 +1,151 @@
+"""The wrapper type behaves like a plain function: pickling, copying, signature, binding."""
+from __future__ import annotations
+
+import copy
+import inspect
+import pickle
+import subprocess
+import sys
+import types
+
+import pytest
+
+from conftest import clean_env, run_python
+from mmfix import _wrapping
+
+
+def sample(a: int, b: int = 2, *, c: str = "x") -> int:
+    """Docstring of sample."""
+    return a + b
+
+
+class Owner:
+    def method(self, x: int) -> int:
+        return x * 2
+
+    @classmethod
+    def cmethod(cls, x: int) -> str:
+        return f"{cls.__name__}:{x}"
+
+
+@pytest.fixture
+def wrapped_sample():
+    module = sys.modules[__name__]
+    calls: list[tuple] = []
+    swap = _wrapping.wrap(module, "sample", lambda w, i, a, k: (calls.append(a), w(*a, **k))[1])
+    yield swap, calls
+    swap.undo()
+
+
+def test_wrapper_calls_through_and_keeps_identity_data(wrapped_sample) -> None:
+    swap, calls = wrapped_sample
+    current = sys.modules[__name__].sample
+    assert current is swap.wrapper and current(1, 3) == 4 and calls == [(1, 3)]
+    assert current.__name__ == "sample" and current.__doc__ == "Docstring of sample."
+    assert current.__wrapped__ is swap.original
+    assert inspect.signature(current) == inspect.signature(swap.original)
+
+
+def test_wrapper_pickles_and_copies_like_a_function(wrapped_sample) -> None:
+    swap, _ = wrapped_sample
+    current = sys.modules[__name__].sample
+    for protocol in range(2, pickle.HIGHEST_PROTOCOL + 1):
+        assert pickle.loads(pickle.dumps(current, protocol=protocol)) is current
+    assert copy.copy(current) is current
+    assert copy.deepcopy({"fn": current})["fn"] is current
+
+
+def test_methods_and_classmethods_bind_pickle_and_restore() -> None:
+    seen: list = []
+    s1 = _wrapping.wrap(Owner, "method", lambda w, i, a, k: (seen.append(i), w(*a, **k))[1])
+    s2 = _wrapping.wrap(Owner, "cmethod", lambda w, i, a, k: w(*a, **k))
+    try:
+        obj = Owner()
+        assert obj.method(3) == 6 and seen[-1] is obj
+        assert Owner.method(obj, 4) == 8 and seen[-1] is obj  # unbound call binds too
+        assert Owner.cmethod(5) == "Owner:5"
+        assert pickle.loads(pickle.dumps(Owner.method))(obj, 1) == 2
+        assert pickle.loads(pickle.dumps(Owner.cmethod))(1) == "Owner:1"
+        assert copy.deepcopy(Owner.method) is Owner.method or copy.deepcopy(Owner.method) == Owner.method
+    finally:
+        assert s1.undo() and s2.undo()
+    assert type(vars(Owner)["method"]) is types.FunctionType
+    assert type(vars(Owner)["cmethod"]) is classmethod
+
+
+def test_undo_goes_inert_when_someone_wrapped_us() -> None:
+    module = sys.modules[__name__]
+    swap = _wrapping.wrap(module, "sample", lambda w, i, a, k: -1)
+    assert module.sample(1) == -1
+    ours = module.sample
+    module.sample = lambda *a, **k: ours(*a, **k)  # a later patch on top of ours
+    assert swap.undo() is False
+    assert module.sample(1) == 3  # our wrapper now passes through
+    module.sample = swap.original
+
+
+def test_torch_load_signature_pickle_and_deepcopy_unchanged() -> None:
+    code = """
+import inspect, pickle, copy, torch
+sig = str(inspect.signature(torch.load)); doc = torch.load.__doc__
+import mmfix
+assert hasattr(torch.load, "__wrapped__")
+assert str(inspect.signature(torch.load)) == sig and torch.load.__doc__ == doc
+assert pickle.loads(pickle.dumps(torch.load)) is torch.load
+assert copy.deepcopy({"loader": torch.load})["loader"] is torch.load
+from mmengine.config import Config
+cfg = Config(dict(loader=torch.load))
+assert copy.deepcopy(cfg)["loader"] is torch.load
+print("ok")
+"""
+    assert run_python(code).stdout.strip() == "ok"
+
+
+def test_wrapper_in_a_spawned_worker() -> None:
+    code = """
+import mmfix, torch, torch.multiprocessing as mp
+def worker(q, loader):
+    q.put(loader is torch.load and hasattr(loader, "__wrapped__"))
+if __name__ == "__main__":
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=worker, args=(q, torch.load))
+    p.start(); print(q.get(timeout=120)); p.join()
+"""
+    import tempfile, os
+
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "spawn_main.py")
+        with open(path, "w") as fh:
+            fh.write(code)
+        proc = subprocess.run([sys.executable, path], env=clean_env(), capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "True"
+
+
+def test_supported_wrapt_1x(tmp_path) -> None:
+    """pyproject says wrapt>=1.14,<3: the oldest supported major gets the same checks."""
+    target = tmp_path / "wrapt1"
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target),
+                          "wrapt==1.17.3"], capture_output=True, text=True, timeout=300)
+    assert pip.returncode == 0, f"could not install wrapt 1.17.3 for this check: {pip.stderr[-2000:]}"
+    code = """
+import wrapt, copy, pickle, inspect, torch
+assert wrapt.__version__.startswith("1."), wrapt.__version__
+import mmfix
+assert mmfix.status()["patches"]["torch_load"]["state"] == "active"
+sig = inspect.signature(torch.load.__wrapped__)
+assert inspect.signature(torch.load) == sig
+assert pickle.loads(pickle.dumps(torch.load)) is torch.load and copy.deepcopy(torch.load) is torch.load
+import mmengine.runner
+from mmengine.runner import Runner
+assert mmfix.status()["patches"]["mmengine_checkpoint"]["state"] == "active"
+assert pickle.loads(pickle.dumps(Runner.resume)) == Runner.resume
+orig = torch.load.__wrapped__
+mmfix.disable()
+assert torch.load is orig
+print("ok", wrapt.__version__)
+"""
+    env = clean_env(PYTHONPATH=str(target))
+    proc = run_python(code, env=env)
+    assert proc.stdout.strip() == "ok 1.17.3"
