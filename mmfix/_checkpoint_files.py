@@ -40,7 +40,7 @@ def file_format(head: bytes) -> str:
     return "unknown"
 
 
-def _read_head(f: Any, n: int = 64) -> bytes | None:
+def read_head(f: Any, n: int = 64) -> bytes | None:
     if isinstance(f, (str, os.PathLike)):
         with open(f, "rb") as fh:
             return fh.read(n)
@@ -78,7 +78,7 @@ def _zip_problem(source: Any) -> str | None:
 def diagnose(f: Any) -> str | None:
     """A sentence saying why ``f`` cannot be a readable checkpoint, or None if it looks fine."""
     try:
-        head = _read_head(f)
+        head = read_head(f)
     except OSError:
         return None  # missing files and directories keep their own OSError
     if head is None:
@@ -114,7 +114,7 @@ def is_mappable(f: Any) -> bool:
     if not isinstance(f, (str, os.PathLike)):
         return False
     try:
-        head = _read_head(f, 4)
+        head = read_head(f, 4)
     except OSError:
         return False
     return head is not None and head.startswith(ZIP_MAGIC)

@@ -28,6 +28,14 @@ from . import _log, _settings
 
 HISTORY_BUFFER = "mmengine.logging.history_buffer.HistoryBuffer"
 _STATISTICS = frozenset(("min", "max", "current", "mean"))
+# Globals whose only use in a checkpoint is running commands or code. mmfix
+# never trusts them, not even when a user lists them: no real checkpoint needs
+# them, and builtins.getattr in particular would replace the restricted stand-in.
+_HOSTILE_MODULES = frozenset(("os", "posix", "nt", "subprocess", "sys", "runpy", "shutil", "socket", "importlib",
+                              "pty", "code", "codeop", "timeit", "pickle", "_pickle", "marshal", "ctypes",
+                              "multiprocessing", "webbrowser", "pdb", "bdb", "platform"))
+_HOSTILE_BUILTINS = frozenset(("eval", "exec", "compile", "open", "__import__", "getattr", "setattr", "delattr",
+                               "breakpoint", "input", "globals", "locals", "vars", "__build_class__"))
 _lock = threading.Lock()
 _registered: list[Any] = []
 _registered_names: set[str] = set()
@@ -52,6 +60,18 @@ def restricted_getattr(obj: Any, name: str) -> Any:
 
 restricted_getattr.__module__ = "builtins"
 restricted_getattr.__qualname__ = restricted_getattr.__name__ = "getattr"
+
+
+def qualify(name: str) -> str:
+    """torch names builtins without their module ("eval"); spell them out."""
+    return name if "." in name else f"builtins.{name}"
+
+
+def is_hostile(name: str) -> bool:
+    module, _, attr = qualify(name).rpartition(".")
+    if module.split(".")[0] in _HOSTILE_MODULES:
+        return True
+    return module in ("builtins", "__builtin__") and attr in _HOSTILE_BUILTINS
 
 
 def _numpy_entries() -> list[Any]:
@@ -151,6 +171,14 @@ def trust(names: Iterable[Any], source: str = "mmfix.trust_globals()") -> None:
     """Allow user-named globals for weights_only loads (process-wide, as torch's list is)."""
     entries: list[Any] = []
     for item in names:
+        label = item if isinstance(item, str) else _name_of(item)
+        if is_hostile(label):
+            _log.error(
+                f"{source} names {label!r}; mmfix never trusts it: it lets a checkpoint run commands or "
+                "arbitrary code, and no real checkpoint needs it. If a file asks for it, do not load that file.",
+                key=f"hostile:{label}",
+            )
+            continue
         if isinstance(item, str):
             try:
                 obj = resolve(item)

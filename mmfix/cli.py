@@ -64,9 +64,14 @@ def _cmd_startup_file(args: argparse.Namespace) -> int:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
+    from ._errors import CheckpointError
     from ._inspect_checkpoint import format_report, inspect_checkpoint
 
-    report = inspect_checkpoint(args.checkpoint)
+    try:
+        report = inspect_checkpoint(args.checkpoint)
+    except CheckpointError as exc:
+        print(f"mmfix inspect: {exc}", file=sys.stderr)
+        return 1
     if args.json:
         _print_json(report)
     else:

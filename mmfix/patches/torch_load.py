@@ -12,7 +12,7 @@ import re
 import sys
 from typing import Any, Callable
 
-from .. import _checkpoint_files, _log, _safe_globals, _settings, _wrapping
+from .. import _checkpoint_files, _importhooks, _log, _safe_globals, _settings, _wrapping
 from .._errors import CheckpointCorruptError, CheckpointError, CheckpointRefusedError
 
 NAME = "torch_load"
@@ -22,11 +22,8 @@ _REFUSED_PATTERNS = (
     re.compile(r"GLOBAL (\S+) was not an allowed global"),
     re.compile(r"Unsupported global: GLOBAL (\S+)"),
     re.compile(r"Trying to load unsupported GLOBAL (\S+) whose module (\S+) is blocked"),
-    re.compile(r"Unsupported operand \d+"),
 )
-# Globals whose only use in a checkpoint is running commands or code.
-_HOSTILE_MODULES = ("os", "posix", "nt", "subprocess", "sys", "runpy", "shutil", "socket", "importlib", "pty")
-_HOSTILE_BUILTINS = ("eval", "exec", "compile", "open", "__import__", "getattr", "setattr", "breakpoint", "input")
+_STANDIN_REFUSAL = re.compile(r"mmfix: the checkpoint asks for (getattr\(.*?\));")
 _TRUE = ("1", "y", "yes", "true")
 
 
@@ -37,11 +34,22 @@ def apply() -> str | None:
     if not hasattr(torch.serialization, "add_safe_globals"):
         return f"torch {torch.__version__} predates weights_only allowlists (needs torch >= 2.4)"
     _safe_globals.register_builtin()
+    # MMEngine may be imported after torch: allow its HistoryBuffer the moment it exists.
+    _importhooks.when_imported("mmengine.logging.history_buffer", _register_history_buffer)
     swap = _wrapping.wrap(torch.serialization, "load", _patched_load)
     _swaps.append(swap)
     if getattr(torch, "load", None) is swap.original:
         _swaps.append(_wrapping.also_install(swap, torch, "load"))
     return None
+
+
+def _register_history_buffer(_module: Any) -> None:
+    if not _swaps:  # removed (or never applied) in the meantime
+        return
+    try:
+        _safe_globals.ensure_history_buffer()
+    except Exception as exc:  # never break `import mmengine`
+        _log.error(f"could not allow MMEngine's HistoryBuffer for weights_only loads: {exc!r}", key="hb-register")
 
 
 def remove() -> None:
@@ -108,8 +116,11 @@ def _patched_load(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, .
     except CheckpointError:
         raise
     except pickle.UnpicklingError as exc:
-        if not weights_only or "Weights only load failed" not in str(exc):
-            raise _corrupt_or(exc, f)
+        checked = _corrupt_or(exc, f)
+        if checked is not exc or not weights_only or "Weights only load failed" not in str(exc):
+            # A damaged or foreign file also fails inside the weights_only
+            # unpickler; say what is wrong with the file, not which global.
+            raise checked
         refused = _refused_globals(str(exc), f)
         if _safe_globals.HISTORY_BUFFER in refused and _safe_globals.ensure_history_buffer() and _rewind(f):
             # MMEngine was not imported yet, so its HistoryBuffer was not on the
@@ -157,59 +168,58 @@ def _corrupt_or(exc: BaseException, f: Any) -> BaseException:
 
 
 def _refused_globals(message: str, f: Any) -> tuple[str, ...]:
-    found: list[str] = []
-    for pattern in _REFUSED_PATTERNS[:3]:
-        for match in pattern.finditer(message):
-            found.append(match.group(1))
-    # torch names only the first refusal; list all of them so one round of
-    # trusting is enough.
+    # What torch refused stays listed even if mmfix vets that name: a refused
+    # builtins.getattr means the restricted stand-in was not in place.
+    found = [_safe_globals.qualify(m.group(1)) for p in _REFUSED_PATTERNS for m in p.finditer(message)]
+    # torch names only the first refusal; list all of them (read without
+    # executing anything) so that one round of trusting is enough.
     try:
         if _rewind(f):
-            import torch.serialization
+            from .._inspect_checkpoint import scan_globals
 
-            found.extend(torch.serialization.get_unsafe_globals_in_checkpoint(f))
+            allowed = _safe_globals.vetted_names() | _safe_globals.user_trusted_names()
+            found.extend(name for name, ok in scan_globals(f) if not ok and name not in allowed)
             _rewind(f)
     except Exception:
         pass
-    allowed = _safe_globals.vetted_names() | _safe_globals.user_trusted_names()
-    ordered = list(dict.fromkeys(found))
-    unresolved = [g for g in ordered if g not in allowed]
-    return tuple(unresolved or ordered)
-
-
-def _is_hostile(name: str) -> bool:
-    module, _, attr = name.rpartition(".")
-    root = module.split(".")[0]
-    if root in _HOSTILE_MODULES:
-        return True
-    return module == "builtins" and attr in _HOSTILE_BUILTINS
+    return tuple(dict.fromkeys(found))
 
 
 def _refused_error(f: Any, refused: tuple[str, ...], held: bool, exc: BaseException) -> CheckpointRefusedError:
     source = _checkpoint_files.describe_source(f)
-    names = ", ".join(refused) if refused else "(torch did not say which)"
-    hostile = [g for g in refused if _is_hostile(g)]
-    how = (
-        f"If you trust this file and where it came from, allow exactly these globals and load again: "
-        f"`export MMFIX_TRUSTED_GLOBALS={','.join(refused)}` or, in Python before loading, "
-        f"`mmfix.trust_globals({', '.join(repr(g) for g in refused)})`. "
-        "Trusting a global lets the file run that code while it loads: only do it for files you trust."
-    )
-    if hostile:
-        how = (
-            f"{', '.join(hostile)} can run commands or arbitrary code; no real checkpoint needs "
-            "them, so this file is very likely malicious. Do not trust it. "
-        ) + how
+    hostile = [g for g in refused if _safe_globals.is_hostile(g)]
+    trustable = [g for g in refused if g not in hostile]
+    standin = _STANDIN_REFUSAL.search(str(exc))
+    parts = [f"refused to load checkpoint {source}:"]
+    if refused:
+        parts.append(f"it needs globals that are not known to be safe: {', '.join(refused)}.")
+    if standin:
+        parts.append(
+            f"It calls {standin.group(1)}, which mmfix's restricted getattr refuses (it resolves only "
+            "HistoryBuffer.min/max/current/mean, all that MMEngine writes)."
+        )
+    if not refused and not standin:
+        parts.append("the safe loader refused it (torch did not say which global).")
     held_note = (
         " (the caller asked for weights_only=False; mmfix held it to the safe loader, "
         "MMFIX_HOLD_WEIGHTS_ONLY=off lets it through)"
         if held
         else ""
     )
-    message = (
-        f"refused to load checkpoint {source}: it needs globals that are not known to be safe: {names}. "
-        f"It was loaded with weights_only=True{held_note}, which rebuilds tensors and plain data only. {how}"
-    )
-    error = CheckpointRefusedError(message, path=_checkpoint_files.path_of(f), globals_=refused)
+    parts.append(f"It was loaded with weights_only=True{held_note}, which rebuilds tensors and plain data only.")
+    if hostile or standin:
+        named = ", ".join(hostile) if hostile else "That getattr call"
+        parts.append(
+            f"{named} can only serve to run commands or arbitrary code; no real checkpoint needs "
+            "that, so this file is very likely malicious: do not load it, and mmfix will not trust it."
+        )
+    elif trustable:
+        parts.append(
+            "If you trust this file and where it came from, allow exactly these globals and load again: "
+            f"`export MMFIX_TRUSTED_GLOBALS={','.join(trustable)}` or, in Python before loading, "
+            f"`mmfix.trust_globals({', '.join(repr(g) for g in trustable)})`. "
+            "Trusting a global lets the file run that code while it loads: only do it for files you trust."
+        )
+    error = CheckpointRefusedError(" ".join(parts), path=_checkpoint_files.path_of(f), globals_=refused)
     error.original = exc  # type: ignore[attr-defined]
     return error
