@@ -17,7 +17,9 @@ __all__ = [
     "CheckpointCorruptError",
     "CheckpointError",
     "CheckpointRefusedError",
+    "DeviceAssignmentError",
     "MmfixUsageError",
+    "UnusedParametersError",
     "__version__",
     "disable",
     "enable",
@@ -73,7 +75,14 @@ def trust_globals(*names: Any) -> None:
     trust(names)
 
 
-_LAZY_ERRORS = ("CheckpointCorruptError", "CheckpointError", "CheckpointRefusedError", "MmfixUsageError")
+_LAZY_ERRORS = (
+    "CheckpointCorruptError",
+    "CheckpointError",
+    "CheckpointRefusedError",
+    "DeviceAssignmentError",
+    "MmfixUsageError",
+    "UnusedParametersError",
+)
 
 
 def __getattr__(name: str) -> Any:

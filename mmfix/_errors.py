@@ -44,3 +44,15 @@ class CheckpointRefusedError(CheckpointError, pickle.UnpicklingError):
     def __init__(self, message: str, path: str | None = None, globals_: tuple[str, ...] = ()) -> None:
         super().__init__(message, path)
         self.globals = globals_
+
+
+class DeviceAssignmentError(RuntimeError):
+    """A worker's LOCAL_RANK names a GPU this process cannot see."""
+
+
+class UnusedParametersError(RuntimeError):
+    """DDP found parameters that took no part in the loss."""
+
+    def __init__(self, message: str, parameters: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.parameters = parameters

@@ -6,11 +6,11 @@ MMEngine into a process that did not ask for it.
 """
 from __future__ import annotations
 
-import os
 import sys
 import _thread
 
 from . import _settings
+from ._ranks import process_rank
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
@@ -20,15 +20,6 @@ _LEVELS = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40}
 _seen: set[str] = set()
 _lock = _thread.allocate_lock()
 _std_logger: logging.Logger | None = None
-
-
-def process_rank() -> int:
-    """The global rank of this process as launchers announce it (0 when alone)."""
-    for name in ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"):
-        raw = os.environ.get(name)
-        if raw is not None and raw.strip().lstrip("-").isdigit():
-            return int(raw)
-    return 0
 
 
 def _standard_logger() -> logging.Logger:

@@ -23,6 +23,10 @@ if TYPE_CHECKING:  # pragma: no cover
 PATCH_NAMES = (
     "torch_load",
     "mmengine_checkpoint",
+    "cuda_device",
+    "cpu_distributed",
+    "ddp_errors",
+    "memory_report",
 )
 
 _TRUE = frozenset(("1", "true", "yes", "on"))
@@ -39,6 +43,8 @@ DOCUMENTED = {
     "MMFIX_TRUSTED_GLOBALS": ("", "Comma-separated `module.Name` globals you trust checkpoints to use."),
     "MMFIX_HOLD_WEIGHTS_ONLY": ("mmengine", "Which explicit `weights_only=False` callers are held to the safe loader: mmengine, all, off."),
     "MMFIX_MMAP": ("0", "1 loads zip checkpoints given by path with mmap=True (shared page cache)."),
+    "MMFIX_FIND_UNUSED_PARAMETERS": ("0", "1 turns DDP's find_unused_parameters on automatically (with a notice of its cost)."),
+    "MMFIX_MEMORY_REPORT": ("0", "1 prints every rank's peak memory at the end of a run, flagging outliers."),
     "MMFIX_FRONT_DOOR": ("", "Set by `mmfix-run` for its children; not for users."),
 }
 
@@ -91,6 +97,8 @@ class Settings:
         "trusted_globals",
         "hold_weights_only",
         "mmap",
+        "find_unused_parameters",
+        "memory_report",
         "front_door",
     )
 
@@ -101,6 +109,8 @@ class Settings:
     trusted_globals: tuple[str, ...]
     hold_weights_only: str
     mmap: bool
+    find_unused_parameters: bool
+    memory_report: bool
     front_door: str
 
     def __init__(self, env: Mapping[str, str]) -> None:
@@ -112,6 +122,8 @@ class Settings:
             "trusted_globals": _names(env, "MMFIX_TRUSTED_GLOBALS"),
             "hold_weights_only": _choice(env, "MMFIX_HOLD_WEIGHTS_ONLY", _HOLD_MODES, "mmengine"),
             "mmap": _bool(env, "MMFIX_MMAP", False),
+            "find_unused_parameters": _bool(env, "MMFIX_FIND_UNUSED_PARAMETERS", False),
+            "memory_report": _bool(env, "MMFIX_MEMORY_REPORT", False),
             "front_door": env.get("MMFIX_FRONT_DOOR", "").strip(),
         }
         for key, value in values.items():

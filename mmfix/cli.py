@@ -79,6 +79,17 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    from .doctor import collect, format_report
+
+    report = collect()
+    if args.json:
+        _print_json(report)
+    else:
+        print(format_report(report))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mmfix",
@@ -103,6 +114,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("startup-file", help="print the path of the PYTHONSTARTUP file (interactive only)")
     p.set_defaults(func=_cmd_startup_file)
+
+    p = sub.add_parser("doctor", help="versions, devices, launch variables and mmfix state, for a bug report")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=_cmd_doctor)
 
     p = sub.add_parser("inspect", help="describe a checkpoint without executing its pickle")
     p.add_argument("checkpoint")

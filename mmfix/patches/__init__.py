@@ -19,4 +19,24 @@ PATCHES: dict[str, tuple[str, str, str]] = {
         "mmengine.runner",
         "MMEngine's checkpoint loaders and Runner.resume load to CPU by default",
     ),
+    "cuda_device": (
+        "mmfix.patches.cuda_device",
+        "torch",
+        "in a distributed worker, the current CUDA device is LOCAL_RANK from CUDA's first initialisation on",
+    ),
+    "cpu_distributed": (
+        "mmfix.patches.cpu_distributed",
+        "mmengine.dist",
+        "init_dist works on hosts without CUDA (gloo, no set_device) and DDP gets device_ids=None there",
+    ),
+    "ddp_errors": (
+        "mmfix.patches.ddp_errors",
+        "mmengine.runner",
+        "DDP's unused-parameter error names the parameters and the fix; MMFIX_FIND_UNUSED_PARAMETERS",
+    ),
+    "memory_report": (
+        "mmfix.patches.memory_report",
+        "mmengine.runner",
+        "with MMFIX_MEMORY_REPORT=1, rank 0 prints every rank's peak memory at the end of training",
+    ),
 }

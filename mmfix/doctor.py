@@ -1,0 +1,160 @@
+"""``mmfix doctor``: everything a bug report about a training launch needs, in one paste."""
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import sys
+from importlib import metadata
+from typing import Any
+
+from . import __version__, hook
+from ._run import BOOTSTRAP_DIR
+
+_DIST_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+              "TORCHELASTIC_RUN_ID", "NNODES", "NODE_RANK", "PORT", "GPUS")
+_SLURM_VARS = ("SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS",
+               "SLURM_STEP_NUM_TASKS", "SLURM_NODELIST", "SLURM_JOB_GPUS", "SLURM_GPUS_ON_NODE")
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _parse(version: str | None) -> tuple[int, ...]:
+    if not version:
+        return ()
+    parts = []
+    for piece in version.split("+")[0].split("."):
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        if not digits:
+            break
+        parts.append(int(digits))
+        if not piece.isdigit():
+            break
+    return tuple(parts)
+
+
+def port_free(port: int, host: str = "0.0.0.0") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def known_problems(versions: dict[str, str | None], cuda_available: bool) -> list[str]:
+    problems = []
+    torch_v, mmengine_v = _parse(versions.get("torch")), _parse(versions.get("mmengine"))
+    mmcv_v, mmdet_v = _parse(versions.get("mmcv")), _parse(versions.get("mmdet"))
+    if torch_v >= (2, 6) and mmengine_v and mmengine_v <= (0, 10, 7):
+        problems.append(
+            f"torch {versions['torch']} loads with weights_only=True and mmengine {versions['mmengine']} checkpoints "
+            "hold a HistoryBuffer: resume fails without mmfix (mmfix's torch_load patch fixes it safely)."
+        )
+    if mmdet_v and mmdet_v[0] == 3 and mmcv_v and not ((2, 0) <= mmcv_v < (2, 2)):
+        problems.append(f"mmdet {versions['mmdet']} asserts mmcv>=2.0.0rc4,<2.2.0 but mmcv {versions['mmcv']} "
+                        "is installed: `import mmdet` fails.")
+    if mmdet_v and mmdet_v[0] == 2 and torch_v >= (2,):
+        problems.append(f"mmdet {versions['mmdet']} is a 2.x release; its tools predate torch 2 (--local-rank). "
+                        "mmfix translates 2.x command lines for 3.x tools.")
+    if not cuda_available:
+        problems.append("no CUDA device is usable here: distributed runs use gloo on CPU under mmfix "
+                        "(stock MMEngine fails in torch.cuda.set_device).")
+    return problems
+
+
+def collect() -> dict[str, Any]:
+    import mmfix
+
+    report: dict[str, Any] = {
+        "python": {"version": platform.python_version(), "executable": sys.executable,
+                   "platform": platform.platform()},
+        "packages": {name: _version(name) for name in ("torch", "mmengine", "mmcv", "mmdet", "wrapt", "numpy")},
+        "mmfix": {"version": __version__},
+    }
+    torch_info: dict[str, Any] = {}
+    try:
+        import torch
+
+        torch_info = {"version": torch.__version__, "cuda_build": torch.version.cuda,
+                      "cuda_available": torch.cuda.is_available(), "device_count": 0, "devices": [],
+                      "nccl": None, "distributed_available": torch.distributed.is_available()}
+        if torch_info["cuda_available"]:
+            torch_info["device_count"] = torch.cuda.device_count()
+            torch_info["devices"] = [torch.cuda.get_device_name(i) for i in range(torch_info["device_count"])]
+            try:
+                torch_info["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+            except Exception:
+                torch_info["nccl"] = None
+    except Exception as exc:  # torch missing or broken: that is the finding
+        torch_info = {"error": f"{type(exc).__name__}: {exc}"}
+    report["torch"] = torch_info
+    try:  # so that the MMEngine patches report whether they apply, not "pending"
+        import mmengine.runner  # noqa: F401
+    except Exception:
+        pass
+    report["environment"] = {
+        "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "distributed": {k: os.environ[k] for k in _DIST_VARS if k in os.environ},
+        "slurm": {k: os.environ[k] for k in _SLURM_VARS if k in os.environ},
+        "mmfix_variables": {k: v for k, v in os.environ.items() if k.startswith("MMFIX_")},
+    }
+    report["ports"] = {"29500_free": port_free(29500)}
+    pythonpath = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    report["mmfix"].update(
+        status=mmfix.status(),
+        hooks={
+            "pth": hook.status(),
+            "sitecustomize_on_pythonpath": any(
+                os.path.isfile(os.path.join(p, "sitecustomize.py")) and "mmfix" in open(
+                    os.path.join(p, "sitecustomize.py"), encoding="utf-8", errors="replace").read()
+                for p in pythonpath),
+            "mmfix_run_bootstrap_on_pythonpath": BOOTSTRAP_DIR in pythonpath,
+            "pythonstartup": os.environ.get("PYTHONSTARTUP"),
+        },
+    )
+    report["known_problems"] = known_problems(report["packages"], bool(torch_info.get("cuda_available")))
+    return report
+
+
+def format_report(report: dict[str, Any]) -> str:
+    t = report["torch"]
+    env = report["environment"]
+    mm = report["mmfix"]
+    lines = ["mmfix doctor", "", "## Versions",
+             f"- Python {report['python']['version']} ({report['python']['executable']}) on {report['python']['platform']}"]
+    for name, version in report["packages"].items():
+        lines.append(f"- {name}: {version or 'not installed'}")
+    lines += ["", "## torch and devices"]
+    if "error" in t:
+        lines.append(f"- torch cannot be imported: {t['error']}")
+    else:
+        lines.append(f"- torch {t['version']}, CUDA build: {t['cuda_build'] or 'none (CPU-only build)'}, "
+                     f"NCCL: {t['nccl'] or '-'}")
+        lines.append(f"- CUDA available: {t['cuda_available']}; visible GPUs: {t['device_count']}"
+                     + (f" ({', '.join(t['devices'])})" if t["devices"] else ""))
+    cvd = env["CUDA_VISIBLE_DEVICES"]
+    lines.append(f"- CUDA_VISIBLE_DEVICES: {'not set' if cvd is None else repr(cvd)}")
+    lines += ["", "## Launch environment"]
+    lines.append("- distributed variables: " + (", ".join(f"{k}={v}" for k, v in env["distributed"].items()) or "none"))
+    lines.append("- SLURM variables: " + (", ".join(f"{k}={v}" for k, v in env["slurm"].items()) or "none"))
+    lines.append(f"- port 29500 (torchrun's default master port): {'free' if report['ports']['29500_free'] else 'IN USE'}")
+    lines += ["", "## mmfix", f"- version {mm['version']}; enabled: {mm['status']['enabled']}; "
+              f"activated here by: {', '.join(mm['status']['front_doors']) or 'nothing'}"]
+    hooks = mm["hooks"]
+    lines.append(f"- .pth hook in {hooks['pth']['site_dir']}: {'installed' if hooks['pth']['installed'] else 'not installed'}; "
+                 f"sitecustomize on PYTHONPATH: {hooks['sitecustomize_on_pythonpath']}; "
+                 f"mmfix-run bootstrap on PYTHONPATH: {hooks['mmfix_run_bootstrap_on_pythonpath']}; "
+                 f"PYTHONSTARTUP: {hooks['pythonstartup'] or 'not set'}")
+    for name, info in mm["status"]["patches"].items():
+        lines.append(f"- patch {name}: {info['state']} ({info['reason']})")
+    if env["mmfix_variables"]:
+        lines.append("- MMFIX_* set: " + ", ".join(f"{k}={v}" for k, v in env["mmfix_variables"].items()))
+    lines += ["", "## Known problems"]
+    lines += [f"- {p}" for p in report["known_problems"]] or ["- none found"]
+    return "\n".join(lines)

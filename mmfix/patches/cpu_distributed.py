@@ -1,0 +1,126 @@
+"""MMEngine's init_dist and DDP wrapper on hosts without a usable GPU.
+
+Stock MMEngine 0.10.7 calls ``torch.cuda.set_device`` unconditionally in its
+pytorch, slurm and mpi initialisers (``_cuda_setDevice`` AttributeError on a CPU
+build, "No CUDA GPUs are available" on a CUDA build with none visible), keeps
+``backend='nccl'`` from the config, and hands ``device_ids=[LOCAL_RANK]`` to DDP,
+which CPU modules reject. On such a host, set_device is skipped during
+init_dist, nccl becomes gloo (with one warning), and DDP gets device_ids=None.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Any, Callable, Iterator
+
+from .. import _importhooks, _log, _wrapping
+
+NAME = "cpu_distributed"
+_swaps: list[_wrapping.Swap] = []
+
+
+def apply() -> str | None:
+    import mmengine.dist as dist_pkg
+    from mmengine.dist import utils
+
+    swap = _wrapping.wrap(utils, "init_dist", _init_dist)
+    _swaps.append(swap)
+    if getattr(dist_pkg, "init_dist", None) is swap.original:
+        _swaps.append(_wrapping.also_install(swap, dist_pkg, "init_dist"))
+
+    def alias_in_runner(runner_module: Any) -> None:
+        if _swaps and getattr(runner_module, "init_dist", None) is swap.original:
+            _swaps.append(_wrapping.also_install(swap, runner_module, "init_dist"))
+
+    def wrap_ddp(model_module: Any) -> None:
+        if not _swaps:
+            return
+        from mmengine.model.wrappers.distributed import MMDistributedDataParallel
+
+        _swaps.append(_wrapping.wrap(MMDistributedDataParallel, "__init__", _ddp_init))
+
+    _importhooks.when_imported("mmengine.runner.runner", _guarded(alias_in_runner))
+    _importhooks.when_imported("mmengine.model", _guarded(wrap_ddp))
+    return None
+
+
+def remove() -> None:
+    while _swaps:
+        _swaps.pop().undo()
+
+
+def _guarded(hook: Callable[[Any], None]) -> Callable[[Any], None]:
+    def run(module: Any) -> None:
+        try:
+            hook(module)
+        except Exception as exc:  # never break the import that triggered it
+            _log.error(f"cpu_distributed could not finish patching {module.__name__}: {exc!r}",
+                       key=f"cpu_distributed:{module.__name__}")
+
+    return run
+
+
+def _cuda_usable() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def _no_cuda_reason() -> str:
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and not visible.strip():
+        return "CUDA_VISIBLE_DEVICES is empty"
+    import torch
+
+    if torch.version.cuda is None:
+        return f"this torch ({torch.__version__}) is a CPU-only build"
+    return "no CUDA device is visible"
+
+
+@contextlib.contextmanager
+def _set_device_skipped() -> Iterator[None]:
+    import torch
+
+    original = torch.cuda.set_device
+
+    def skip_set_device(device: Any) -> None:
+        """Stand-in for torch.cuda.set_device while init_dist runs on a CPU-only host."""
+
+    torch.cuda.set_device = skip_set_device
+    try:
+        yield
+    finally:
+        if torch.cuda.set_device is skip_set_device:
+            torch.cuda.set_device = original
+
+
+def _init_dist(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
+    if _cuda_usable():
+        return wrapped(*args, **kwargs)
+    args = list(args)
+    if len(args) >= 2:
+        backend = args[1]
+    else:
+        backend = kwargs.get("backend", "nccl")
+    if backend == "nccl":
+        _log.warning(
+            f"{_no_cuda_reason()}, so the nccl backend cannot run; this is a CPU run and mmfix uses "
+            "gloo instead (set env_cfg.dist_cfg.backend='gloo' in the config to silence this).",
+            key="nccl-to-gloo",
+        )
+        if len(args) >= 2:
+            args[1] = "gloo"
+        else:
+            kwargs["backend"] = "gloo"
+    with _set_device_skipped():
+        return wrapped(*args, **kwargs)
+
+
+def _ddp_init(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
+    if kwargs.get("device_ids") is not None and not _cuda_usable():
+        module = args[0] if args else kwargs.get("module")
+        on_cpu = module is None or all(p.device.type == "cpu" for p in module.parameters())
+        if on_cpu:
+            kwargs["device_ids"] = None
+            kwargs.pop("output_device", None)
+    return wrapped(*args, **kwargs)

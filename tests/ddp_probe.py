@@ -1,0 +1,31 @@
+"""A hook the distributed tests load through `custom_imports`, to see inside each rank."""
+from __future__ import annotations
+
+import os
+
+import torch
+from mmengine.dist import get_rank, get_world_size
+from mmengine.hooks import Hook
+from mmengine.registry import HOOKS
+
+
+@HOOKS.register_module()
+class RankProbeHook(Hook):
+    """Writes, per rank: the world size, how many iterations it stepped, who saved
+    checkpoints, and its final parameters."""
+
+    def __init__(self) -> None:
+        self.steps = 0
+
+    def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:
+        self.steps += 1
+
+    def before_save_checkpoint(self, runner, checkpoint) -> None:
+        with open(os.path.join(runner.work_dir, f"saved_by_rank{get_rank()}"), "a") as fh:
+            fh.write(f"{runner.epoch}\n")
+
+    def after_run(self, runner) -> None:
+        model = runner.model.module if hasattr(runner.model, "module") else runner.model
+        state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+        torch.save({"world_size": get_world_size(), "steps": self.steps, "state": state},
+                   os.path.join(runner.work_dir, f"probe_rank{get_rank()}.pth"))
