@@ -27,6 +27,7 @@ PATCH_NAMES = (
     "cpu_distributed",
     "ddp_errors",
     "memory_report",
+    "legacy_cli",
 )
 
 _TRUE = frozenset(("1", "true", "yes", "on"))
@@ -45,6 +46,9 @@ DOCUMENTED = {
     "MMFIX_MMAP": ("0", "1 loads zip checkpoints given by path with mmap=True (shared page cache)."),
     "MMFIX_FIND_UNUSED_PARAMETERS": ("0", "1 turns DDP's find_unused_parameters on automatically (with a notice of its cost)."),
     "MMFIX_MEMORY_REPORT": ("0", "1 prints every rank's peak memory at the end of a run, flagging outliers."),
+    "MMFIX_LEGACY_ANY_PARSER": ("0", "1 translates 2.x flags for scripts whose parser is not shaped like an OpenMMLab tool too."),
+    "MMFIX_LAUNCHED": ("", "Set by mmfix in the processes it launched (a loop guard); not for users."),
+    "MMFIX_TRANSLATE_ONLY": ("", "Set by `mmfix translate` to print the translation instead of running; not for users."),
     "MMFIX_FRONT_DOOR": ("", "Set by `mmfix-run` for its children; not for users."),
 }
 
@@ -99,6 +103,9 @@ class Settings:
         "mmap",
         "find_unused_parameters",
         "memory_report",
+        "legacy_any_parser",
+        "launched",
+        "translate_only",
         "front_door",
     )
 
@@ -111,6 +118,9 @@ class Settings:
     mmap: bool
     find_unused_parameters: bool
     memory_report: bool
+    legacy_any_parser: bool
+    launched: bool
+    translate_only: bool
     front_door: str
 
     def __init__(self, env: Mapping[str, str]) -> None:
@@ -124,6 +134,9 @@ class Settings:
             "mmap": _bool(env, "MMFIX_MMAP", False),
             "find_unused_parameters": _bool(env, "MMFIX_FIND_UNUSED_PARAMETERS", False),
             "memory_report": _bool(env, "MMFIX_MEMORY_REPORT", False),
+            "legacy_any_parser": _bool(env, "MMFIX_LEGACY_ANY_PARSER", False),
+            "launched": _bool(env, "MMFIX_LAUNCHED", False),
+            "translate_only": _bool(env, "MMFIX_TRANSLATE_ONLY", False),
             "front_door": env.get("MMFIX_FRONT_DOOR", "").strip(),
         }
         for key, value in values.items():
@@ -149,6 +162,12 @@ class Settings:
     def __repr__(self) -> str:
         fields = ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__)
         return f"Settings({fields})"
+
+
+def set_variables(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The MMFIX_* variables present (for reports such as `mmfix doctor`)."""
+    env = os.environ if env is None else env
+    return {k: v for k, v in env.items() if k.startswith("MMFIX_")}
 
 
 _current: Settings | None = None

@@ -90,6 +90,52 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_translate(args: argparse.Namespace) -> int:
+    import subprocess
+
+    from ._run import environment_for
+    from .launch.execute import describe
+    from .patches.legacy_cli import TRANSLATION_MARKER
+
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise MmfixUsageError("mmfix translate: no command given. Usage: mmfix translate python tools/train.py "
+                              "CONFIG --gpus 2 --seed 0")
+    if command[0].endswith(".py"):
+        command = [sys.executable, *command]
+    elif not os.path.basename(command[0]).startswith("python"):
+        raise MmfixUsageError(f"mmfix translate: {command[0]!r} is not a Python command; give the training "
+                              "command as `python tools/train.py ...`.")
+    env = environment_for(dict(os.environ))
+    env["MMFIX_TRANSLATE_ONLY"] = "1"
+    proc = subprocess.run(command, env=env, capture_output=True, text=True)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith(TRANSLATION_MARKER)]
+    if not lines:
+        sys.stderr.write(proc.stderr[-4000:])
+        if proc.returncode == 2 and "error:" in proc.stderr:
+            return 2  # the translator's (or argparse's) usage error, already printed
+        print(f"mmfix translate: the command did not parse its command line with argparse "
+              f"(exit status {proc.returncode}), so there is nothing to translate.", file=sys.stderr)
+        return proc.returncode or 1
+    data = json.loads(lines[-1][len(TRANSLATION_MARKER):])
+    if args.json:
+        _print_json(data)
+        return 0
+    print(f"original:    {describe(data['original'])}")
+    if not data["changed"]:
+        print("translated:  unchanged" + (f" ({data['reason']})" if data.get("reason") else ""))
+        return 0
+    print(f"translated:  {describe(data['command'])}")
+    print("environment: " + (" ".join(f"{k}={v}" for k, v in data["env"].items()) or "unchanged"))
+    for note in data["notes"]:
+        print(f"  - {note}")
+    for warning in data["warnings"]:
+        print(f"  ! {warning}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mmfix",
@@ -114,6 +160,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("startup-file", help="print the path of the PYTHONSTARTUP file (interactive only)")
     p.set_defaults(func=_cmd_startup_file)
+
+    p = sub.add_parser("translate", help="print how a legacy 2.x command is translated, without running it")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="python tools/train.py CONFIG --gpus 2 ...")
+    p.set_defaults(func=_cmd_translate)
 
     p = sub.add_parser("doctor", help="versions, devices, launch variables and mmfix state, for a bug report")
     p.add_argument("--json", action="store_true", help="machine-readable output")

@@ -8,7 +8,7 @@ import sys
 from importlib import metadata
 from typing import Any
 
-from . import __version__, hook
+from . import __version__, _settings, hook
 from ._run import BOOTSTRAP_DIR
 
 _DIST_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
@@ -102,7 +102,7 @@ def collect() -> dict[str, Any]:
         "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "distributed": {k: os.environ[k] for k in _DIST_VARS if k in os.environ},
         "slurm": {k: os.environ[k] for k in _SLURM_VARS if k in os.environ},
-        "mmfix_variables": {k: v for k, v in os.environ.items() if k.startswith("MMFIX_")},
+        "mmfix_variables": _settings.set_variables(),
     }
     report["ports"] = {"29500_free": port_free(29500)}
     pythonpath = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]

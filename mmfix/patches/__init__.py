@@ -39,4 +39,9 @@ PATCHES: dict[str, tuple[str, str, str]] = {
         "mmengine.runner",
         "with MMFIX_MEMORY_REPORT=1, rank 0 prints every rank's peak memory at the end of training",
     ),
+    "legacy_cli": (
+        "mmfix.patches.legacy_cli",
+        "argparse",
+        "MMDetection 2.x flags on 3.x tools: translated against the script's own parser; --gpus N starts torchrun",
+    ),
 }

@@ -13,7 +13,7 @@ import contextlib
 import os
 from typing import Any, Callable, Iterator
 
-from .. import _importhooks, _log, _wrapping
+from .. import _importhooks, _log, _settings, _wrapping
 
 NAME = "cpu_distributed"
 _swaps: list[_wrapping.Swap] = []
@@ -103,7 +103,9 @@ def _init_dist(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: 
     else:
         backend = kwargs.get("backend", "nccl")
     if backend == "nccl":
-        _log.warning(
+        # In workers of a legacy `--gpus N` CPU launch the launcher has already said it once.
+        emit = _log.debug if _settings.current().launched else _log.warning
+        emit(
             f"{_no_cuda_reason()}, so the nccl backend cannot run; this is a CPU run and mmfix uses "
             "gloo instead (set env_cfg.dist_cfg.backend='gloo' in the config to silence this).",
             key="nccl-to-gloo",

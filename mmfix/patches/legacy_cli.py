@@ -1,0 +1,183 @@
+"""Legacy 2.x command lines, translated the moment the script parses its command line.
+
+The hook sits on ``ArgumentParser.parse_known_args`` (``parse_args`` calls it)
+and acts once per process, only for the parse of the real command line made by
+the ``__main__`` script: libraries parsing their own lists, and every program
+whose parser is not shaped like an OpenMMLab tool, are left alone.
+"""
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import socket
+import sys
+from typing import Any, Callable
+
+from .. import _log, _settings, _wrapping
+from ..launch import execute
+from ..launch.parser_info import parser_info
+from ..launch.plan import Plan
+from ..launch.translate import LegacyUsageError, translate
+
+NAME = "legacy_cli"
+TRANSLATION_MARKER = "MMFIX-TRANSLATION "
+_swaps: list[_wrapping.Swap] = []
+_done = False
+
+
+def apply() -> str | None:
+    import argparse
+
+    _swaps.append(_wrapping.wrap(argparse.ArgumentParser, "parse_known_args", _parse_known_args))
+    return None
+
+
+def remove() -> None:
+    global _done
+    while _swaps:
+        _swaps.pop().undo()
+    _done = False
+
+
+def _called_from_main() -> bool:
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_globals.get("__name__", "")
+        if name == "argparse" or name.startswith("mmfix.") or name.startswith("wrapt"):
+            frame = frame.f_back
+            continue
+        return name == "__main__"
+    return False
+
+
+def _visible_gpus() -> int | None:
+    torch = sys.modules.get("torch")
+    if torch is None:
+        try:
+            import torch  # the tools import it anyway (through MMEngine)
+        except ImportError:
+            return None
+    try:
+        return torch.cuda.device_count() if torch.cuda.is_available() else None
+    except Exception:
+        return None
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+    return True
+
+
+def _metric_accepts_collect_dir(config_path: str) -> bool:
+    try:
+        from mmengine.config import Config
+        from mmengine.registry import METRICS
+
+        cfg = Config.fromfile(config_path)
+        evaluator = cfg.get("test_evaluator")
+        metrics = evaluator if isinstance(evaluator, list) else [evaluator]
+        for metric in metrics:
+            cls = METRICS.get(metric["type"]) if isinstance(metric.get("type"), str) else metric.get("type")
+            params = inspect.signature(cls.__init__).parameters
+            if "collect_dir" not in params and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+                return False
+    except Exception:
+        return True  # cannot tell: pass it on and let MMEngine report a real problem
+    return True
+
+
+def _run_checks(plan: Plan) -> Plan:
+    argv = list(plan.argv)
+    notes = list(plan.notes)
+    for kind, value in plan.checks:
+        if kind == "port_free" and not _port_free(int(value)):
+            raise LegacyUsageError(
+                f"port {value} (from PORT/MASTER_PORT) is already in use on this machine, probably by another "
+                "training job. Choose a free one (e.g. PORT=29501), or on a single node leave PORT and "
+                "MASTER_PORT unset: the launch then picks a free port by itself."
+            )
+        if kind == "collect_dir":
+            config = next((a for a in argv if not a.startswith("-")), None)
+            if config and not _metric_accepts_collect_dir(config):
+                pair = f"test_evaluator.collect_dir={value}"
+                argv.remove(pair)
+                if argv[-1] == "--cfg-options":
+                    argv.pop()
+                notes.append(f"--tmpdir {value} dropped: this config's metric collects results through its own "
+                             "temporary directory in 3.x and takes no collect_dir")
+    return Plan(argv=tuple(argv), env=plan.env, launch=plan.launch, notes=tuple(notes), warnings=plan.warnings,
+                checks=plan.checks)
+
+
+def _translated_command(plan: Plan) -> list[str]:
+    if plan.launch is not None:
+        return execute.torchrun_argv(plan, execute.script_command())
+    prefix = list(getattr(sys, "orig_argv", [sys.executable, sys.argv[0]]))
+    prefix = prefix[: len(prefix) - (len(sys.argv) - 1)]
+    return prefix + list(plan.argv)
+
+
+def _parse_known_args(wrapped: Callable[..., Any], parser: Any, args: tuple, kwargs: dict) -> Any:
+    global _done
+    cli = args[0] if args else kwargs.get("args")
+    if _done or (cli is not None and list(cli) != sys.argv[1:]) or not _called_from_main():
+        return wrapped(*args, **kwargs)
+    _done = True
+    settings = _settings.current()
+    info = parser_info(parser)
+    original = list(getattr(sys, "orig_argv", sys.argv))
+    if not info.openmmlab_shaped and not settings.legacy_any_parser:
+        if settings.translate_only:
+            _print_translation(original, None, "not an OpenMMLab-shaped tool (no `config` positional and "
+                                               "`--launcher` option): left unchanged")
+        return wrapped(*args, **kwargs)
+    try:
+        plan = translate(sys.argv[1:], os.environ, info, visible_gpus=_visible_gpus(),
+                         any_parser=settings.legacy_any_parser, program=sys.argv[0])
+        plan = _run_checks(plan)
+    except LegacyUsageError as exc:
+        parser.exit(2, f"{parser.prog}: error: {exc.message}\n")
+    if settings.translate_only:
+        _print_translation(original, plan, None)
+    if not plan.changed:
+        return wrapped(*args, **kwargs)
+    command = _translated_command(plan)
+    env_note = " ".join(f"{k}={v}" for k, v in plan.env.items())
+    _log.info(f"legacy command translated: {execute.describe(original)}  ->  "
+              f"{(env_note + ' ') if env_note else ''}{execute.describe(command)}  ({'; '.join(plan.notes)})",
+              key="translated")
+    for warning in plan.warnings:
+        _log.warning(warning, key=f"translate:{warning}")
+    if plan.launch is not None or plan.env:
+        if settings.launched:
+            # Never loop: a process mmfix launched must not launch again.
+            parser.exit(2, f"{parser.prog}: error: mmfix would start this command again from a process it "
+                           "launched itself; refusing (MMFIX_LAUNCHED is set). Please report this command line.\n")
+        if plan.launch is not None:
+            execute.launch(plan)
+        execute.reexec(command, plan)
+    sys.argv[1:] = list(plan.argv)
+    if args:
+        args = (list(plan.argv),) + tuple(args[1:])
+    else:
+        kwargs["args"] = list(plan.argv)
+    return wrapped(*args, **kwargs)
+
+
+def _print_translation(original: list[str], plan: Plan | None, reason: str | None) -> None:
+    data: dict[str, Any] = {"original": original}
+    if plan is None:
+        data.update(changed=False, reason=reason, command=original, env={}, notes=[], warnings=[])
+    else:
+        data.update(changed=plan.changed, command=_translated_command(plan) if plan.changed else original,
+                    env=dict(plan.env), notes=list(plan.notes), warnings=list(plan.warnings),
+                    launch=None if plan.launch is None else vars(plan.launch))
+    sys.stdout.write(TRANSLATION_MARKER + json.dumps(data) + "\n")
+    sys.stdout.flush()
+    os._exit(0)  # print, never run: nothing of the script may execute past this point
