@@ -138,6 +138,34 @@ def activate_at_import() -> None:
     _implicit_import = True
     door = _settings.current().front_door or None
     activate(door)
+    launch_legacy_early()
+
+
+_LAUNCH_FLAGS = ("--gpus", "--gpu-ids", "--gpu-id")
+
+
+def launch_legacy_early() -> None:
+    """A legacy ``--gpus N`` command starts torchrun now, before the script's heavy imports.
+
+    The check is a scan of sys.argv, so that every other interpreter start pays
+    nothing; the work (reading the script's parser from its source) happens only
+    for command lines that carry a 2.x launch flag.
+    """
+    argv = sys.argv
+    if len(argv) < 2 or not any(a.split("=")[0] in _LAUNCH_FLAGS for a in argv[1:]):
+        return
+    if _patches["legacy_cli"].state not in ("pending", "active"):
+        return
+    try:
+        # argparse first: its post-import hook imports the patch module, which must
+        # not be half-imported at that moment (its own imports may pull argparse in).
+        import argparse  # noqa: F401
+
+        from .patches import legacy_cli
+
+        legacy_cli.launch_early()
+    except Exception as exc:  # the parse-time hook still translates; never break start-up
+        _log.debug(f"early legacy launch skipped: {exc!r}")
 
 
 def snapshot() -> dict[str, Any]:

@@ -170,6 +170,72 @@ def _parse_known_args(wrapped: Callable[..., Any], parser: Any, args: tuple, kwa
     return wrapped(*args, **kwargs)
 
 
+_LAUNCH_FLAGS = ("--gpus", "--gpu-ids", "--gpu-id")
+
+
+def _gpus_without_cuda() -> int | None:
+    """Visible GPUs without importing torch or touching CUDA (start-up must stay cheap).
+
+    The driver's device nodes say how many GPUs the node has; CUDA_VISIBLE_DEVICES
+    narrows them. A wrong guess costs little: the workers' own checks still apply.
+    """
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    try:
+        nodes = [n for n in os.listdir("/dev") if n.startswith("nvidia") and n[6:].isdigit()]
+    except OSError:
+        nodes = []
+    if not nodes:
+        return None
+    if visible is None:
+        return len(nodes)
+    entries = [e for e in visible.split(",") if e.strip()]
+    return len(entries) or None
+
+
+def launch_early() -> None:
+    """Start a legacy `--gpus N` launch at interpreter start, before the script's imports.
+
+    Only when the script's parser can be read from its source with certainty;
+    otherwise the parse-time hook decides, exactly as it would have anyway.
+    """
+    argv = sys.argv
+    if len(argv) < 2 or not argv[0].endswith(".py") or not any(a.split("=")[0] in _LAUNCH_FLAGS for a in argv[1:]):
+        return
+    settings = _settings.current()
+    if settings.launched or settings.translate_only or "LOCAL_RANK" in os.environ or "SLURM_STEP_ID" in os.environ:
+        return
+    try:
+        with open(argv[0], encoding="utf-8") as fh:
+            source = fh.read()
+    except OSError:
+        return
+    if any(f"'{flag}'" in source or f'"{flag}"' in source for flag in _LAUNCH_FLAGS):
+        return  # the script handles these flags itself (a 2.x train.py): never ours to translate
+    from ..launch.static_parser import parser_info_from_source
+
+    info = parser_info_from_source(source)
+    if info is None:
+        return
+    try:
+        plan = _run_checks(translate(argv[1:], os.environ, info, visible_gpus=_gpus_without_cuda(),
+                                     program=argv[0]))
+    except LegacyUsageError as exc:
+        prog = os.path.basename(argv[0])
+        sys.stderr.write(f"{prog}: error: {exc.message}\n")
+        sys.stdout.flush()
+        os._exit(2)  # at start-up: nothing of the script has run, nothing to clean up
+    if plan.launch is None:
+        return  # in-place translations happen at parse time, against the real parser
+    global _done
+    _done = True
+    original = list(getattr(sys, "orig_argv", argv))
+    _log.info(f"legacy command translated: {execute.describe(original)}  ->  "
+              f"{execute.describe(_translated_command(plan))}  ({'; '.join(plan.notes)})", key="translated")
+    for warning in plan.warnings:
+        _log.warning(warning, key=f"translate:{warning}")
+    execute.launch(plan)
+
+
 def _print_translation(original: list[str], plan: Plan | None, reason: str | None) -> None:
     data: dict[str, Any] = {"original": original}
     if plan is None:

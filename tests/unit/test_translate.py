@@ -272,3 +272,29 @@ def test_property_only_usage_errors_and_unknowns_keep_their_order(argv, env, gpu
 def test_property_a_3x_command_passes_through_unchanged(argv, gpus) -> None:
     plan = translate(argv, {}, TRAIN, visible_gpus=gpus)
     assert list(plan.argv) == argv and plan.launch is None and plan.env == {} and not plan.notes
+
+
+# --- the start-up path reads the parser from the source -----------------------------------------
+
+def test_static_parser_matches_the_real_one_for_both_tools() -> None:
+    from mmfix.launch.static_parser import parser_info_from_source
+
+    for script, real in ((EXAMPLES / "train.py", TRAIN), (EXAMPLES / "test.py", TEST)):
+        static = parser_info_from_source(script.read_text())
+        assert static is not None
+        assert static.positionals == real.positionals
+        assert set(static.options) == set(real.options) - {"-h", "--help"}
+        assert {k: v for k, v in static.options.items()} == {k: real.options[k] for k in static.options}
+
+
+@pytest.mark.parametrize("source", [
+    "import argparse\np = argparse.ArgumentParser()\np.add_argument('config')\n",          # no --launcher
+    "import argparse\np = argparse.ArgumentParser()\np.add_argument(*NAMES)\np.add_argument('--launcher')\n",
+    "import argparse\na = argparse.ArgumentParser()\nb = argparse.ArgumentParser()\n"
+    "a.add_argument('config')\na.add_argument('--launcher')\n",                              # two parsers
+    "def broken(:\n",
+])
+def test_static_parser_answers_only_when_certain(source: str) -> None:
+    from mmfix.launch.static_parser import parser_info_from_source
+
+    assert parser_info_from_source(source) is None
