@@ -19,6 +19,8 @@ class RankProbeHook(Hook):
 
     def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:
         self.steps += 1
+        if os.environ.get("PROBE_FAIL_RANK") == str(get_rank()) and self.steps == 3:
+            raise RuntimeError(f"probe: deliberate failure on rank {get_rank()} at iteration {self.steps}")
 
     def before_save_checkpoint(self, runner, checkpoint) -> None:
         with open(os.path.join(runner.work_dir, f"saved_by_rank{get_rank()}"), "a") as fh:

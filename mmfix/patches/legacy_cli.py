@@ -149,7 +149,7 @@ def _parse_known_args(wrapped: Callable[..., Any], parser: Any, args: tuple, kwa
         return wrapped(*args, **kwargs)
     command = _translated_command(plan)
     env_note = " ".join(f"{k}={v}" for k, v in plan.env.items())
-    _log.info(f"legacy command translated: {execute.describe(original)}  ->  "
+    _log.info(f"command line translated: {execute.describe(original)}  ->  "
               f"{(env_note + ' ') if env_note else ''}{execute.describe(command)}  ({'; '.join(plan.notes)})",
               key="translated")
     for warning in plan.warnings:
@@ -229,7 +229,7 @@ def launch_early() -> None:
     global _done
     _done = True
     original = list(getattr(sys, "orig_argv", argv))
-    _log.info(f"legacy command translated: {execute.describe(original)}  ->  "
+    _log.info(f"command line translated: {execute.describe(original)}  ->  "
               f"{execute.describe(_translated_command(plan))}  ({'; '.join(plan.notes)})", key="translated")
     for warning in plan.warnings:
         _log.warning(warning, key=f"translate:{warning}")

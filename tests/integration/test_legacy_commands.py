@@ -43,7 +43,7 @@ def test_legacy_gpus_2_trains_with_world_size_2_and_resume_from_continues(tmp_pa
     proc, log = mmfix_python(TRAIN, DDP_CONFIG, "--work-dir", tmp_path, "--gpus", "2", "--seed", "0",
                              "--no-validate")
     assert proc.returncode == 0, log[-3000:]
-    assert log.count("legacy command translated:") == 1
+    assert log.count("command line translated:") == 1
     assert "--nproc_per_node 2" in log and "randomness.seed=0" in log
     ranks = probes(tmp_path)
     assert [p["world_size"] for p in ranks] == [2, 2] and [p["steps"] for p in ranks] == [8, 8]
