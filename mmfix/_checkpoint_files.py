@@ -75,8 +75,25 @@ def _zip_problem(source: Any) -> str | None:
     return None
 
 
-def diagnose(f: Any) -> str | None:
-    """A sentence saying why ``f`` cannot be a readable checkpoint, or None if it looks fine."""
+def diagnose(f: Any, deep: bool = False) -> str | None:
+    """A sentence saying why ``f`` cannot be a readable checkpoint, or None if it looks fine.
+
+    ``deep`` also replays the pickle (inertly, see ``_inspect_checkpoint``) and checks
+    that every storage it references is in the archive and large enough: records
+    spliced from another file keep valid CRCs but no longer fit together.
+    """
+    problem = _shallow_diagnose(f)
+    if problem is not None or not deep:
+        return problem
+    from ._inspect_checkpoint import consistency_problem
+
+    try:
+        return consistency_problem(f)
+    except Exception as exc:  # the inert replay itself failed: the pickle is damaged
+        return f"its pickle is damaged ({type(exc).__name__}: {exc})"
+
+
+def _shallow_diagnose(f: Any) -> str | None:
     try:
         head = read_head(f)
     except OSError:

@@ -56,3 +56,7 @@ class UnusedParametersError(RuntimeError):
     def __init__(self, message: str, parameters: tuple[str, ...] = ()) -> None:
         super().__init__(message)
         self.parameters = parameters
+
+
+class CheckpointSaveError(OSError):
+    """A checkpoint could not be written (disk full, quota, permissions); nothing torn was left."""

@@ -173,6 +173,31 @@ def scan_globals(source: Any) -> list[tuple[str, bool]]:
     return [(name, name in allowed) for name in sorted(report["globals"])]
 
 
+def consistency_problem(source: Any) -> str | None:
+    """Why the pickle and the storage records of ``source`` do not fit together, or None."""
+    if not isinstance(source, (str, os.PathLike)):
+        source.seek(0)
+    head = _checkpoint_files.read_head(source)
+    report: dict[str, Any] = {"format": _checkpoint_files.file_format(head or b""), "globals": Counter(),
+                              "storages": []}
+    sizes: dict[str, int] = {}
+    _replay_file(source, report, sizes)
+    if not isinstance(source, (str, os.PathLike)):
+        source.seek(0)
+    if report["format"] != "zip":
+        return None
+    for storage in report["storages"]:
+        size = sizes.get(storage["key"])
+        if size is None:
+            return f"its pickle references storage record {storage['key']!r}, which the archive does not hold"
+        numel = storage["numel"]
+        itemsize = _ITEMSIZE.get(storage["type"], 1)
+        if numel is not None and numel * itemsize > size:
+            return (f"storage record {storage['key']!r} holds {size} bytes but the pickle expects "
+                    f"{numel * itemsize}")
+    return None
+
+
 def inspect_checkpoint(path: str) -> dict[str, Any]:
     """A JSON-ready description of ``path``; raises CheckpointCorruptError for unreadable files."""
     from ._errors import CheckpointCorruptError

@@ -28,6 +28,9 @@ PATCH_NAMES = (
     "ddp_errors",
     "memory_report",
     "legacy_cli",
+    "atomic_save",
+    "resume_fallback",
+    "worker_errors",
 )
 
 _TRUE = frozenset(("1", "true", "yes", "on"))

@@ -9,13 +9,17 @@ from torch import nn
 @MODELS.register_module()
 class ToyDetector(BaseModel):
     """A linear box regressor. ``unused_branch=True`` adds a head that gets no gradient,
-    the classic cause of DDP's "Expected to have finished reduction" error."""
+    the classic cause of DDP's "Expected to have finished reduction" error; ``ballast_mb``
+    makes its checkpoints that many MB larger."""
 
-    def __init__(self, in_dim: int = 8, hidden: int = 16, unused_branch: bool = False) -> None:
+    def __init__(self, in_dim: int = 8, hidden: int = 16, unused_branch: bool = False, ballast_mb: int = 0) -> None:
         super().__init__()
         self.backbone = nn.Sequential(nn.Linear(in_dim, hidden), nn.ReLU())
         self.bbox_head = nn.Linear(hidden, 4)
         self.aux_head = nn.Linear(hidden, 4) if unused_branch else None
+        # ballast_mb: a buffer that makes checkpoints as large as real ones, for save/resume tests
+        if ballast_mb:
+            self.register_buffer("ballast", torch.zeros(ballast_mb * 2**20 // 4))
 
     def forward(self, inputs: torch.Tensor, data_samples: torch.Tensor | None = None, mode: str = "tensor"):
         feats = self.backbone(inputs)

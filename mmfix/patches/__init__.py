@@ -44,4 +44,19 @@ PATCHES: dict[str, tuple[str, str, str]] = {
         "argparse",
         "MMDetection 2.x flags on 3.x tools: translated against the script's own parser; --gpus N starts torchrun",
     ),
+    "atomic_save": (
+        "mmfix.patches.atomic_save",
+        "mmengine.runner",
+        "checkpoints and last_checkpoint written to local disk are atomic (temp file, fsync, rename)",
+    ),
+    "resume_fallback": (
+        "mmfix.patches.resume_fallback",
+        "mmengine.runner",
+        "auto-resume skips an unreadable newest checkpoint for the newest readable one, with a warning",
+    ),
+    "worker_errors": (
+        "mmfix.patches.worker_errors",
+        "torch",
+        "a torchrun worker's uncaught exception is recorded so torchrun's summary names the rank and the error",
+    ),
 }

@@ -127,7 +127,9 @@ def _patched_load(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, .
             # list; it is now (still weights_only=True): read the file again.
             return _patched_load(wrapped, instance, args, kwargs)
         raise _refused_error(f, refused, held, exc) from None
-    except (RuntimeError, EOFError, IndexError, KeyError, ValueError, OSError) as exc:
+    except Exception as exc:
+        # Damaged files fail in many ways (RuntimeError, EOFError, KeyError, struct.error,
+        # MemoryError from an absurd length ...): if the file is the problem, say so.
         raise _corrupt_or(exc, f)
 
 
@@ -151,7 +153,7 @@ def _corrupt_or(exc: BaseException, f: Any) -> BaseException:
     if isinstance(exc, (FileNotFoundError, IsADirectoryError, PermissionError)):
         return exc
     try:
-        reason = _checkpoint_files.diagnose(f)
+        reason = _checkpoint_files.diagnose(f, deep=True)
     except Exception:
         reason = None
     if reason is None:
