@@ -126,6 +126,128 @@ def write_bytes(path: str, data: bytes | memoryview) -> None:
     fsync_dir(folder)
 
 
+def _stored_bytes(obj: Any) -> int:
+    """Roughly how many bytes torch.save will write for ``obj``: its tensors' storages."""
+    import torch
+
+    seen: set[int] = set()
+    total = 0
+    stack = [obj]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, torch.Tensor):
+            storage = item.untyped_storage()
+            if storage.data_ptr() not in seen:
+                seen.add(storage.data_ptr())
+                total += storage.nbytes()
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return total
+
+
+_KICK_BYTES = 8 << 20
+_sync_file_range: Any = None
+
+
+def _start_writeback(fd: int, offset: int, length: int) -> None:
+    """Ask the kernel to start writing this range now (Linux sync_file_range), so the
+    final fsync waits for the tail only, not for the whole file."""
+    global _sync_file_range
+    if _sync_file_range is None:
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            func = libc.sync_file_range
+            func.argtypes = (ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_uint)
+            _sync_file_range = func
+        except (OSError, AttributeError):
+            _sync_file_range = False
+    if _sync_file_range:
+        _sync_file_range(fd, offset, length, 2)  # SYNC_FILE_RANGE_WRITE: start, do not wait
+
+
+class _StreamingFile(io.RawIOBase):
+    """The file torch.save writes into: plain os.write, with writeback started as it goes."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        self.pos = 0
+        self.kicked = 0
+        # torch's zip writer swallows the OSError of a failed write and reports its
+        # own "unexpected pos": keep the real cause.
+        self.error: OSError | None = None
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        done = 0
+        try:
+            while done < len(view):
+                done += os.write(self.fd, view[done:])
+        except OSError as exc:
+            self.error = exc
+            raise
+        self.pos += done
+        if self.pos - self.kicked >= _KICK_BYTES:
+            _start_writeback(self.fd, self.kicked, self.pos - self.kicked)
+            self.kicked = self.pos
+        return done
+
+    def tell(self) -> int:
+        return self.pos
+
+    def finish(self) -> None:
+        os.fsync(self.fd)
+
+    def close(self) -> None:
+        if not self.closed:
+            os.close(self.fd)
+        super().close()
+
+
+def save_torch(obj: Any, path: str) -> None:
+    """``torch.save(obj, path)``, atomically: streamed into a temporary file (stock
+    MMEngine serialises into memory and copies it out), fsynced, renamed over
+    ``path``, folder fsynced."""
+    import torch
+
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    remove_stale_temps(folder)
+    tmp = temp_path_for(path)
+    fh: _StreamingFile | None = None
+    try:
+        with _StreamingFile(tmp) as fh:
+            torch.save(obj, fh)
+            fh.finish()
+        os.replace(tmp, path)
+    except (OSError, RuntimeError) as exc:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        if fh is not None and fh.error is not None:
+            exc = fh.error
+        if isinstance(exc, RuntimeError):
+            if "write" not in str(exc).lower():
+                raise
+            # torch's zip writer may report a failed write without an errno: tell a
+            # full disk from other failures by what was needed and what is free.
+            needed = _stored_bytes(obj)
+            free = free_bytes(folder)
+            code = errno.ENOSPC if free is not None and free < needed + (1 << 20) else errno.EIO
+            exc = OSError(code, os.strerror(code))
+        raise _save_error(path, _stored_bytes(obj), exc) from None
+    fsync_dir(folder)
+
+
 class AtomicTextFile(io.StringIO):
     """``open(path, 'w')`` whose content replaces ``path`` atomically on close."""
 

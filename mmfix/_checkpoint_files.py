@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import os
+import struct
 import zipfile
 from typing import Any
 
@@ -56,7 +57,33 @@ def read_head(f: Any, n: int = 64) -> bytes | None:
     return None
 
 
+def _eocd_problem(source: Any) -> str | None:
+    """zipfile ignores the multi-disk fields of the end-of-directory record; torch's reader does not."""
+    if isinstance(source, (str, os.PathLike)):
+        with open(source, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - 65557))
+            tail = fh.read()
+    else:
+        source.seek(0, os.SEEK_END)
+        size = source.tell()
+        source.seek(max(0, size - 65557))
+        tail = source.read()
+        source.seek(0)
+    at = tail.rfind(b"PK\x05\x06")
+    if at < 0 or len(tail) - at < 22:
+        return None  # zipfile reports a missing directory itself
+    disk, cd_disk, entries_here, entries_total = struct.unpack("<HHHH", tail[at + 4:at + 12])
+    if disk != 0 or cd_disk != 0 or (entries_here != entries_total and entries_total != 0xFFFF):
+        return "its zip directory record is damaged (it claims the archive spans several disks)"
+    return None
+
+
 def _zip_problem(source: Any) -> str | None:
+    problem = _eocd_problem(source)
+    if problem:
+        return problem
     try:
         with zipfile.ZipFile(source) as archive:
             names = archive.namelist()

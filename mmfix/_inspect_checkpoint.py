@@ -186,15 +186,46 @@ def consistency_problem(source: Any) -> str | None:
         source.seek(0)
     if report["format"] != "zip":
         return None
+    problem = _metadata_problem(source)
+    if problem:
+        return problem
     for storage in report["storages"]:
         size = sizes.get(storage["key"])
         if size is None:
             return f"its pickle references storage record {storage['key']!r}, which the archive does not hold"
         numel = storage["numel"]
-        itemsize = _ITEMSIZE.get(storage["type"], 1)
-        if numel is not None and numel * itemsize > size:
+        itemsize = _ITEMSIZE.get(storage["type"])
+        if numel is not None and itemsize is not None and numel * itemsize != size:
             return (f"storage record {storage['key']!r} holds {size} bytes but the pickle expects "
                     f"{numel * itemsize}")
+    return None
+
+
+def _metadata_problem(source: Any) -> str | None:
+    """The small records torch reads besides the pickle: version and byte order."""
+    with zipfile.ZipFile(source) as archive:
+        names = archive.namelist()
+        pkl = next(n for n in names if n.endswith("data.pkl"))
+        prefix = pkl[: -len("data.pkl")]
+        versions = [n for n in (prefix + "version", prefix + ".data/version") if n in names]
+        if not versions:
+            return "the archive has no version record, so torch.save did not write it whole"
+        for version_name in versions:
+            version = archive.read(version_name).strip()
+            if not version.isdigit() or len(version) > 9:
+                return f"its version record holds {version[:16]!r} instead of a small number"
+        if prefix + "byteorder" in names and archive.read(prefix + "byteorder").strip() not in (b"little", b"big"):
+            return "its byteorder record is neither 'little' nor 'big'"
+        for record in (".format_version", ".storage_alignment"):
+            if prefix + record in names and not archive.read(prefix + record).strip().isdigit():
+                return f"its {record} record is not a number"
+        if prefix + ".data/serialization_id" in names:
+            try:
+                archive.read(prefix + ".data/serialization_id").decode("ascii")
+            except UnicodeDecodeError:
+                return "its serialization_id record is not text"
+    if not isinstance(source, (str, os.PathLike)):
+        source.seek(0)
     return None
 
 

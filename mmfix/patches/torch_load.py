@@ -152,10 +152,12 @@ def _corrupt_or(exc: BaseException, f: Any) -> BaseException:
     """mmfix's clear error if the file itself is the problem, else the original."""
     if isinstance(exc, (FileNotFoundError, IsADirectoryError, PermissionError)):
         return exc
-    try:
-        reason = _checkpoint_files.diagnose(f, deep=True)
-    except Exception:
-        reason = None
+    reason = _reader_verdict(str(exc))
+    if reason is None:
+        try:
+            reason = _checkpoint_files.diagnose(f, deep=True)
+        except Exception:
+            reason = None
     if reason is None:
         return exc
     source = _checkpoint_files.describe_source(f)
@@ -167,6 +169,23 @@ def _corrupt_or(exc: BaseException, f: Any) -> BaseException:
     error.__cause__ = exc
     error.__suppress_context__ = True
     return error
+
+
+_MINIZ = re.compile(r"PytorchStreamReader failed ([^:]*): (.*?)\. This is an internal miniz error")
+_VERSION = re.compile(r"Attempted to read a PyTorch file with version (\d+), but the maximum supported version "
+                      r"for reading is (\d+)")
+
+
+def _reader_verdict(message: str) -> str | None:
+    """torch's zip reader sometimes knows better than zipfile: take its word for it."""
+    match = _MINIZ.search(message)
+    if match:
+        return f"torch's zip reader rejects it ({match.group(1)}: {match.group(2)}); the file is damaged"
+    match = _VERSION.search(message)
+    if match:
+        return (f"it declares format version {match.group(1)} and this torch reads up to {match.group(2)}: "
+                "it was written by a newer PyTorch (upgrade torch) or it is damaged")
+    return None
 
 
 def _refused_globals(message: str, f: Any) -> tuple[str, ...]:

@@ -1,0 +1,34 @@
+"""2,000+ seeded mutations of a real MMEngine checkpoint through the patched loader.
+
+Each either loads or raises mmfix's clear error (CheckpointCorruptError /
+CheckpointRefusedError); none crashes the interpreter, hangs past a bound, or
+executes anything (an audit hook watches for process creation and exec/compile).
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from conftest import REPO, clean_env, run
+
+FIXTURES = REPO / "tests" / "fixtures"
+CASES = 2400
+CHUNK = 600
+PER_CASE_BOUND_S = 10.0
+
+
+@pytest.mark.parametrize("first", range(0, CASES, CHUNK))
+def test_seeded_mutations_load_or_raise_our_error(first: int) -> None:
+    proc = run([sys.executable, str(REPO / "tests" / "fuzz_worker.py"), str(FIXTURES / "runner_numpy2.pth"),
+                str(FIXTURES / "runner_numpy1.pth"), str(first), str(CHUNK)],
+               env=clean_env(), timeout=600)
+    assert proc.returncode == 0, f"the interpreter died (status {proc.returncode}):\n{proc.stderr[-3000:]}"
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("FUZZ "))
+    result = json.loads(line[5:])
+    assert result["bad"] == [], result["bad"]
+    assert result["executed"] == []
+    assert sum(result["outcomes"].values()) == CHUNK
+    assert result["outcomes"].get("CheckpointCorruptError", 0) > CHUNK // 4  # the mutations really bite
+    assert result["slowest_s"] < PER_CASE_BOUND_S
