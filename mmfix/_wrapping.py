@@ -136,8 +136,18 @@ def wrap(owner: Any, name: str, wrapper_fn: WrapperFn, *, original: Any = None) 
     return swap
 
 
-def also_install(swap: Swap, owner: Any, name: str) -> Swap:
-    """Install an existing wrapper under a second name (same object, own undo)."""
-    other = Swap(owner, name, swap.wrapper, _raw_attribute(owner, name))
+def also_install(swap: Swap, owner: Any, name: str) -> Swap | None:
+    """Install an existing wrapper under a second name (same object, own undo).
+
+    The second name may hold the original (bound before patching) or already our
+    wrapper (``from module import name`` ran after patching); either way undo puts
+    the original there. Anything else is someone else's object: left alone (None).
+    """
+    current = _raw_attribute(owner, name)
+    if current is swap.wrapper:
+        return Swap(owner, name, swap.wrapper, swap.original)
+    if current is not swap.original:
+        return None
+    other = Swap(owner, name, swap.wrapper, current)
     setattr(owner, name, swap.wrapper)
     return other

@@ -28,8 +28,8 @@ def apply() -> str | None:
     # file (stock serialises into memory first, then copies it out).
     save = _wrapping.wrap(checkpoint, "save_checkpoint", _save_checkpoint)
     _swaps.append(save)
-    if getattr(runner, "save_checkpoint", None) is save.original:
-        _swaps.append(_wrapping.also_install(save, runner, "save_checkpoint"))
+    if (alias := _wrapping.also_install(save, runner, "save_checkpoint")) is not None:
+        _swaps.append(alias)
     # Everything else MMEngine puts on local disk (other backends' arguments included).
     _swaps.append(_wrapping.wrap(local_backend.LocalBackend, "put", _put))
     # CheckpointHook writes last_checkpoint with the builtin open(); a module

@@ -25,12 +25,12 @@ def apply() -> str | None:
 
     swap = _wrapping.wrap(utils, "init_dist", _init_dist)
     _swaps.append(swap)
-    if getattr(dist_pkg, "init_dist", None) is swap.original:
-        _swaps.append(_wrapping.also_install(swap, dist_pkg, "init_dist"))
+    if (alias := _wrapping.also_install(swap, dist_pkg, "init_dist")) is not None:
+        _swaps.append(alias)
 
     def alias_in_runner(runner_module: Any) -> None:
-        if _swaps and getattr(runner_module, "init_dist", None) is swap.original:
-            _swaps.append(_wrapping.also_install(swap, runner_module, "init_dist"))
+        if _swaps and (alias := _wrapping.also_install(swap, runner_module, "init_dist")) is not None:
+            _swaps.append(alias)
 
     def wrap_ddp(model_module: Any) -> None:
         if not _swaps:

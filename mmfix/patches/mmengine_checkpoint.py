@@ -38,16 +38,16 @@ def apply() -> str | None:
     # _load_checkpoint(filename, map_location=None, logger=None)
     load = _wrapping.wrap(checkpoint, "_load_checkpoint", _map_location_to_cpu(1))
     _swaps.append(load)
-    if getattr(runner, "_load_checkpoint", None) is load.original:
-        _swaps.append(_wrapping.also_install(load, runner, "_load_checkpoint"))
+    if (alias := _wrapping.also_install(load, runner, "_load_checkpoint")) is not None:
+        _swaps.append(alias)
     # load_checkpoint(model, filename, map_location=None, ...) calls the module
     # global _load_checkpoint, but wrap it too for callers that pass None explicitly
     # through other loaders.
     _swaps.append(_wrapping.wrap(checkpoint, "load_checkpoint", _map_location_to_cpu(2)))
     import mmengine.runner as runner_pkg
 
-    if getattr(runner_pkg, "load_checkpoint", None) is _swaps[-1].original:
-        _swaps.append(_wrapping.also_install(_swaps[-1], runner_pkg, "load_checkpoint"))
+    if (alias := _wrapping.also_install(_swaps[-1], runner_pkg, "load_checkpoint")) is not None:
+        _swaps.append(alias)
     # CheckpointLoader.load_checkpoint(cls, filename, map_location=None, logger=...)
     _swaps.append(_wrapping.wrap(checkpoint.CheckpointLoader, "load_checkpoint", _map_location_to_cpu(1)))
     # Runner.resume(self, filename, resume_optimizer, resume_param_scheduler, map_location='default')

@@ -25,8 +25,8 @@ def apply() -> str | None:
 
     swap = _wrapping.wrap(checkpoint, "find_latest_checkpoint", _find_latest)
     _swaps.append(swap)
-    if getattr(runner, "find_latest_checkpoint", None) is swap.original:
-        _swaps.append(_wrapping.also_install(swap, runner, "find_latest_checkpoint"))
+    if (alias := _wrapping.also_install(swap, runner, "find_latest_checkpoint")) is not None:
+        _swaps.append(alias)
     return None
 
 

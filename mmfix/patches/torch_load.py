@@ -38,8 +38,8 @@ def apply() -> str | None:
     _importhooks.when_imported("mmengine.logging.history_buffer", _register_history_buffer)
     swap = _wrapping.wrap(torch.serialization, "load", _patched_load)
     _swaps.append(swap)
-    if getattr(torch, "load", None) is swap.original:
-        _swaps.append(_wrapping.also_install(swap, torch, "load"))
+    if (alias := _wrapping.also_install(swap, torch, "load")) is not None:
+        _swaps.append(alias)
     return None
 
 
