@@ -13,7 +13,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
     from typing import Any, Iterable
 
-__all__ = [
+# Exception classes, resolved on first use (see __getattr__ below).
+_LAZY_ERRORS = (
     "CheckpointCorruptError",
     "CheckpointError",
     "CheckpointRefusedError",
@@ -21,6 +22,10 @@ __all__ = [
     "DeviceAssignmentError",
     "MmfixUsageError",
     "UnusedParametersError",
+)
+
+__all__ = [
+    *_LAZY_ERRORS,
     "__version__",
     "disable",
     "enable",
@@ -74,17 +79,6 @@ def trust_globals(*names: Any) -> None:
     from ._safe_globals import trust
 
     trust(names)
-
-
-_LAZY_ERRORS = (
-    "CheckpointCorruptError",
-    "CheckpointError",
-    "CheckpointRefusedError",
-    "CheckpointSaveError",
-    "DeviceAssignmentError",
-    "MmfixUsageError",
-    "UnusedParametersError",
-)
 
 
 def __getattr__(name: str) -> Any:

@@ -53,3 +53,16 @@ def run_python(code: str, *flags: str, env: dict[str, str] | None = None, cwd: s
 @pytest.fixture
 def env() -> dict[str, str]:
     return clean_env()
+
+
+def processes_mentioning(marker: str) -> list[int]:
+    """PIDs whose command line contains ``marker`` (to prove a job left nothing behind)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return found

@@ -7,18 +7,19 @@ whose parser is not shaped like an OpenMMLab tool, are left alone.
 """
 from __future__ import annotations
 
-import inspect
-import json
 import os
-import socket
 import sys
-from typing import Any, Callable
 
 from .. import _log, _settings, _wrapping
-from ..launch import execute
-from ..launch.parser_info import parser_info
-from ..launch.plan import Plan
-from ..launch.translate import LegacyUsageError, translate
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover
+    from typing import Any, Callable
+
+    from ..launch.plan import Plan
+
+# The translator, its plan types and the executor are imported inside the functions
+# that use them: this module is imported with argparse, in every Python program.
 
 NAME = "legacy_cli"
 TRANSLATION_MARKER = "MMFIX-TRANSLATION "
@@ -27,10 +28,27 @@ _done = False
 
 
 def apply() -> str | None:
+    # argparse is imported by nearly every Python program (pip included, once the .pth
+    # hook is installed): stay out of all of them unless the running script could be
+    # an OpenMMLab tool, which costs one read of the script and nothing else.
+    settings = _settings.current()
+    if not (settings.legacy_any_parser or settings.translate_only) and not _script_mentions_launcher():
+        return "the running program is not an OpenMMLab-shaped tool (its script never mentions --launcher)"
     import argparse
 
     _swaps.append(_wrapping.wrap(argparse.ArgumentParser, "parse_known_args", _parse_known_args))
     return None
+
+
+def _script_mentions_launcher() -> bool:
+    path = sys.argv[0] if sys.argv else ""
+    if not path or path in ("-c", "-m") or not os.path.isfile(path):
+        return False
+    try:
+        with open(path, "rb") as fh:
+            return b"--launcher" in fh.read(4 << 20)
+    except OSError:
+        return False
 
 
 def remove() -> None:
@@ -65,6 +83,8 @@ def _visible_gpus() -> int | None:
 
 
 def _port_free(port: int) -> bool:
+    import socket
+
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -75,6 +95,8 @@ def _port_free(port: int) -> bool:
 
 
 def _metric_accepts_collect_dir(config_path: str) -> bool:
+    import inspect
+
     try:
         from mmengine.config import Config
         from mmengine.registry import METRICS
@@ -93,6 +115,8 @@ def _metric_accepts_collect_dir(config_path: str) -> bool:
 
 
 def _run_checks(plan: Plan) -> Plan:
+    from ..launch.translate import LegacyUsageError
+
     argv = list(plan.argv)
     notes = list(plan.notes)
     for kind, value in plan.checks:
@@ -111,11 +135,15 @@ def _run_checks(plan: Plan) -> Plan:
                     argv.pop()
                 notes.append(f"--tmpdir {value} dropped: this config's metric collects results through its own "
                              "temporary directory in 3.x and takes no collect_dir")
+    from ..launch.plan import Plan
+
     return Plan(argv=tuple(argv), env=plan.env, launch=plan.launch, notes=tuple(notes), warnings=plan.warnings,
                 checks=plan.checks)
 
 
 def _translated_command(plan: Plan) -> list[str]:
+    from ..launch import execute
+
     if plan.launch is not None:
         return execute.torchrun_argv(plan, execute.script_command())
     prefix = list(getattr(sys, "orig_argv", [sys.executable, sys.argv[0]]))
@@ -124,6 +152,10 @@ def _translated_command(plan: Plan) -> list[str]:
 
 
 def _parse_known_args(wrapped: Callable[..., Any], parser: Any, args: tuple, kwargs: dict) -> Any:
+    from ..launch import execute
+    from ..launch.parser_info import parser_info
+    from ..launch.translate import LegacyUsageError, translate
+
     global _done
     cli = args[0] if args else kwargs.get("args")
     if _done or (cli is not None and list(cli) != sys.argv[1:]) or not _called_from_main():
@@ -211,7 +243,9 @@ def launch_early() -> None:
         return
     if any(f"'{flag}'" in source or f'"{flag}"' in source for flag in _LAUNCH_FLAGS):
         return  # the script handles these flags itself (a 2.x train.py): never ours to translate
+    from ..launch import execute
     from ..launch.static_parser import parser_info_from_source
+    from ..launch.translate import LegacyUsageError, translate
 
     info = parser_info_from_source(source)
     if info is None:
@@ -237,6 +271,8 @@ def launch_early() -> None:
 
 
 def _print_translation(original: list[str], plan: Plan | None, reason: str | None) -> None:
+    import json
+
     data: dict[str, Any] = {"original": original}
     if plan is None:
         data.update(changed=False, reason=reason, command=original, env={}, notes=[], warnings=[])

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import REPO, TRAIN, clean_env, run
+from conftest import REPO, TRAIN, clean_env, processes_mentioning, run
 
 DDP_CONFIG = REPO / "tests" / "configs" / "toy_ddp.py"
 MMFIX_RUN = str(Path(sys.executable).parent / "mmfix-run")
@@ -132,18 +132,6 @@ def test_explicit_resume_of_an_unreadable_file_is_a_clear_error(tmp_path: Path) 
     assert last.startswith("mmfix._errors.CheckpointCorruptError") and str(bad) in last
 
 
-def _processes_mentioning(marker: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
-                    found.append(int(entry.name))
-            except OSError:
-                pass
-    return found
-
-
 def test_a_worker_that_raises_fails_the_legacy_launch_names_it_and_leaves_nothing(tmp_path: Path) -> None:
     work = tmp_path / f"raise-{uuid.uuid4().hex[:8]}"
     proc = run([MMFIX_RUN, sys.executable, str(TRAIN), str(DDP_CONFIG), "--work-dir", str(work), "--gpus", "2"],
@@ -152,4 +140,4 @@ def test_a_worker_that_raises_fails_the_legacy_launch_names_it_and_leaves_nothin
     summary = proc.stderr[proc.stderr.index("Root Cause"):]
     assert "rank      : 1 (local_rank: 1)" in summary
     assert "RuntimeError: probe: deliberate failure on rank 1" in summary
-    assert _processes_mentioning(str(work)) == []
+    assert processes_mentioning(str(work)) == []

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import CONFIG, REPO, TEST, TRAIN, clean_env, run
+from conftest import CONFIG, REPO, TEST, TRAIN, clean_env, processes_mentioning, run
 
 DDP_CONFIG = REPO / "tests" / "configs" / "toy_ddp.py"
 LEGACY2X = REPO / "tests" / "legacy2x_train.py"
@@ -45,6 +45,8 @@ def test_legacy_gpus_2_trains_with_world_size_2_and_resume_from_continues(tmp_pa
     assert proc.returncode == 0, log[-3000:]
     assert log.count("command line translated:") == 1
     assert "--nproc_per_node 2" in log and "randomness.seed=0" in log
+    # CPU host: exactly one warning about CPU workers, none repeated by the workers about nccl
+    assert log.count("runs 2 CPU worker(s) with the gloo backend") == 1 and "mmfix uses gloo instead" not in log
     ranks = probes(tmp_path)
     assert [p["world_size"] for p in ranks] == [2, 2] and [p["steps"] for p in ranks] == [8, 8]
     assert (tmp_path / "saved_by_rank0").exists() and not (tmp_path / "saved_by_rank1").exists()
@@ -158,18 +160,6 @@ def test_mmfix_translate_prints_and_runs_nothing(tmp_path: Path) -> None:
     assert "unchanged" in plain
 
 
-def _processes_mentioning(marker: str) -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
-                    pids.append(int(entry.name))
-            except OSError:
-                continue
-    return pids
-
-
 def test_sigterm_to_the_launched_command_leaves_no_process_behind(tmp_path: Path) -> None:
     work = tmp_path / "sigterm_marker_dir"
     job = subprocess.Popen([MMFIX_RUN, sys.executable, str(TRAIN), str(DDP_CONFIG), "--work-dir", str(work),
@@ -183,13 +173,13 @@ def test_sigterm_to_the_launched_command_leaves_no_process_behind(tmp_path: Path
         if "Epoch(train)" in line:
             break
     assert "Epoch(train)" in seen, seen[-3000:]
-    assert len(_processes_mentioning(str(work))) >= 3  # torchrun (this very pid) + 2 workers
+    assert len(processes_mentioning(str(work))) >= 3  # torchrun (this very pid) + 2 workers
     job.send_signal(signal.SIGTERM)
     job.stdout.close()
     code = job.wait(timeout=90)
     assert code != 0
     time.sleep(1)
-    assert _processes_mentioning(str(work)) == []
+    assert processes_mentioning(str(work)) == []
 
 
 def test_launch_from_the_parse_time_hook_when_the_source_cannot_be_read_statically(tmp_path: Path) -> None:
@@ -204,3 +194,17 @@ def test_launch_from_the_parse_time_hook_when_the_source_cannot_be_read_statical
                 "--gpus", "2", "--cfg-options", "train_cfg.max_epochs=1"], env=e, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert [p["world_size"] for p in probes(tmp_path / "w")] == [2, 2]
+
+
+def test_other_programs_are_untouched_and_do_not_even_load_the_translator(tmp_path: Path) -> None:
+    script = tmp_path / "other_tool.py"
+    script.write_text("import argparse, json, sys\n"
+                      "p = argparse.ArgumentParser(); p.add_argument('data'); p.add_argument('--gpus', type=int)\n"
+                      "a = p.parse_args()\n"
+                      "import mmfix\n"
+                      "print('RESULT ' + json.dumps({'gpus': a.gpus, 'argv': sys.argv[1:],\n"
+                      "  'legacy_cli': mmfix.status()['patches']['legacy_cli']['state'],\n"
+                      "  'translator_loaded': 'mmfix.launch.translate' in sys.modules}))\n")
+    proc, log = mmfix_python(script, "d", "--gpus", "2")
+    result = json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))[7:])
+    assert result == {"gpus": 2, "argv": ["d", "--gpus", "2"], "legacy_cli": "skipped", "translator_loaded": False}
