@@ -245,3 +245,29 @@ _log.warning("visible-in-training-log")
 """
     run_python(code)
     assert "visible-in-training-log" in (tmp_path / "run.log").read_text()
+
+
+def test_works_without_mmengine_installed(tmp_path) -> None:
+    # A meta-path finder that refuses mmengine stands in for an environment without it.
+    code = """
+import sys, io, json
+class NoMMEngine:
+    def find_spec(self, name, path=None, target=None):
+        if name == "mmengine" or name.startswith("mmengine."):
+            raise ModuleNotFoundError(f"No module named {name!r}")
+sys.meta_path.insert(0, NoMMEngine())
+import mmfix, torch
+buf = io.BytesIO(); torch.save({"w": torch.ones(2)}, buf); buf.seek(0)
+out = torch.load(buf)
+try:
+    import mmengine
+    has = True
+except ImportError:
+    has = False
+print(json.dumps({"mmengine": has, "loaded": out["w"].sum().item(),
+                  "states": {k: v["state"] for k, v in mmfix.status()["patches"].items()}}))
+"""
+    out = json.loads(run_python(code).stdout.strip().splitlines()[-1])
+    assert out["mmengine"] is False and out["loaded"] == 2.0
+    assert out["states"]["torch_load"] == "active"
+    assert out["states"]["mmengine_checkpoint"] == "pending"
