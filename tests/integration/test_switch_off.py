@@ -68,12 +68,14 @@ def test_global_switch_changes_nothing_object_by_object() -> None:
 
 def test_active_then_disabled_is_stock_again() -> None:
     stock = fingerprint("")
-    active = fingerprint("import mmfix\n", LOCAL_RANK="0", WORLD_SIZE="2", MMFIX_MEMORY_REPORT="1")
+    # MMFIX_LEGACY_ANY_PARSER: legacy_cli applies even though `python -c` is no OpenMMLab tool
+    every_patch = dict(LOCAL_RANK="0", WORLD_SIZE="2", MMFIX_MEMORY_REPORT="1", MMFIX_LEGACY_ANY_PARSER="1")
+    active = fingerprint("import mmfix\n", **every_patch)
     changed = {k for k in stock["targets"] if active["targets"][k] != stock["targets"][k]}
     # every patch really replaced its objects while active (set_device is only swapped during init_dist)
     assert changed == set(stock["targets"]) - {"torch.cuda.set_device"}
     assert active["checkpoint_hook_open"] is True and active["safe_globals"] != stock["safe_globals"]
     disabled = fingerprint("import mmfix\nimport torch, mmengine.runner, mmengine.dist, mmengine.model\n"
-                           "mmfix.disable()\n", LOCAL_RANK="0", WORLD_SIZE="2", MMFIX_MEMORY_REPORT="1")
+                           "mmfix.disable()\n", **every_patch)
     assert disabled["targets"] == stock["targets"]
     assert disabled["checkpoint_hook_open"] is False and disabled["safe_globals"] == stock["safe_globals"]
