@@ -141,7 +141,7 @@ def activate_at_import() -> None:
     launch_legacy_early()
 
 
-_LAUNCH_FLAGS = ("--gpus", "--gpu-ids", "--gpu-id")
+LAUNCH_FLAGS = ("--gpus", "--gpu-ids", "--gpu-id")
 
 
 def launch_legacy_early() -> None:
@@ -152,7 +152,7 @@ def launch_legacy_early() -> None:
     for command lines that carry a 2.x launch flag.
     """
     argv = sys.argv
-    if len(argv) < 2 or not any(a.split("=")[0] in _LAUNCH_FLAGS for a in argv[1:]):
+    if len(argv) < 2 or not any(a.split("=")[0] in LAUNCH_FLAGS for a in argv[1:]):
         return
     if _patches["legacy_cli"].state not in ("pending", "active"):
         return

@@ -11,7 +11,7 @@ from __future__ import annotations
 import errno
 import io
 import os
-from typing import IO, Any
+from typing import IO, Any, Callable
 
 from ._errors import CheckpointSaveError
 
@@ -104,28 +104,6 @@ def _save_error(path: str, needed: int, exc: OSError) -> CheckpointSaveError:
     return error
 
 
-def write_bytes(path: str, data: bytes | memoryview) -> None:
-    """Atomically replace ``path`` with ``data``."""
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    remove_stale_temps(folder)
-    tmp = temp_path_for(path)
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        try:
-            os.remove(tmp)
-        except OSError:
-            pass
-        raise _save_error(path, len(data), exc) from None
-    fsync_dir(folder)
-
-
 def _stored_bytes(obj: Any) -> int:
     """Roughly how many bytes torch.save will write for ``obj``: its tensors' storages."""
     import torch
@@ -211,12 +189,10 @@ class _StreamingFile(io.RawIOBase):
         super().close()
 
 
-def save_torch(obj: Any, path: str) -> None:
-    """``torch.save(obj, path)``, atomically: streamed into a temporary file (stock
-    MMEngine serialises into memory and copies it out), fsynced, renamed over
-    ``path``, folder fsynced."""
-    import torch
-
+def _replace_atomically(path: str, write: Callable[[_StreamingFile], None], needed: Callable[[], int]) -> None:
+    """The one atomic-replace sequence: temp file in the same folder, ``write`` into it,
+    fsync, rename over ``path``, fsync the folder. On failure: temp file removed, one
+    CheckpointSaveError (``needed`` says how many bytes the write wanted)."""
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
@@ -225,7 +201,7 @@ def save_torch(obj: Any, path: str) -> None:
     fh: _StreamingFile | None = None
     try:
         with _StreamingFile(tmp) as fh:
-            torch.save(obj, fh)
+            write(fh)
             fh.finish()
         os.replace(tmp, path)
     except (OSError, RuntimeError) as exc:
@@ -234,18 +210,30 @@ def save_torch(obj: Any, path: str) -> None:
         except OSError:
             pass
         if fh is not None and fh.error is not None:
-            exc = fh.error
+            exc = fh.error  # torch's zip writer hides the OSError behind "unexpected pos"
         if isinstance(exc, RuntimeError):
             if "write" not in str(exc).lower():
                 raise
             # torch's zip writer may report a failed write without an errno: tell a
             # full disk from other failures by what was needed and what is free.
-            needed = _stored_bytes(obj)
             free = free_bytes(folder)
-            code = errno.ENOSPC if free is not None and free < needed + (1 << 20) else errno.EIO
+            code = errno.ENOSPC if free is not None and free < needed() + (1 << 20) else errno.EIO
             exc = OSError(code, os.strerror(code))
-        raise _save_error(path, _stored_bytes(obj), exc) from None
+        raise _save_error(path, needed(), exc) from None
     fsync_dir(folder)
+
+
+def write_bytes(path: str, data: bytes | memoryview) -> None:
+    """Atomically replace ``path`` with ``data``."""
+    _replace_atomically(path, lambda fh: fh.write(data), lambda: len(data))
+
+
+def save_torch(obj: Any, path: str) -> None:
+    """``torch.save(obj, path)``, atomically: streamed into the temporary file (stock
+    MMEngine serialises into memory and copies it out)."""
+    import torch
+
+    _replace_atomically(path, lambda fh: torch.save(obj, fh), lambda: _stored_bytes(obj))
 
 
 class AtomicTextFile(io.StringIO):

@@ -61,11 +61,6 @@ def cancel(hook: Hook) -> None:
                 del _pending[name]
 
 
-def pending() -> dict[str, int]:
-    with _lock:
-        return {name: len(hooks) for name, hooks in _pending.items()}
-
-
 class _HookingLoader:
     """Delegates to the real loader and fires the hooks after ``exec_module``."""
 

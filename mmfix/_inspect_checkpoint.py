@@ -161,20 +161,9 @@ def _replay_file(source: Any, report: dict[str, Any], record_sizes: dict[str, in
             fh.close()
 
 
-def scan_globals(source: Any) -> list[tuple[str, bool]]:
-    """(global, allowed) for every global ``source`` needs; nothing is executed."""
-    if not isinstance(source, (str, os.PathLike)):
-        source.seek(0)
-    head = _checkpoint_files.read_head(source)
-    report: dict[str, Any] = {"format": _checkpoint_files.file_format(head or b""), "globals": Counter(),
-                              "storages": []}
-    _replay_file(source, report, {})
-    allowed = _allowed_names()
-    return [(name, name in allowed) for name in sorted(report["globals"])]
-
-
-def consistency_problem(source: Any) -> str | None:
-    """Why the pickle and the storage records of ``source`` do not fit together, or None."""
+def _replay_source(source: Any) -> tuple[dict[str, Any], dict[str, int]]:
+    """Replay a path or a seekable file inertly: (report, storage record sizes);
+    a file object is left rewound."""
     if not isinstance(source, (str, os.PathLike)):
         source.seek(0)
     head = _checkpoint_files.read_head(source)
@@ -184,6 +173,19 @@ def consistency_problem(source: Any) -> str | None:
     _replay_file(source, report, sizes)
     if not isinstance(source, (str, os.PathLike)):
         source.seek(0)
+    return report, sizes
+
+
+def scan_globals(source: Any) -> list[tuple[str, bool]]:
+    """(global, allowed) for every global ``source`` needs; nothing is executed."""
+    report, _ = _replay_source(source)
+    allowed = _allowed_names()
+    return [(name, name in allowed) for name in sorted(report["globals"])]
+
+
+def consistency_problem(source: Any) -> str | None:
+    """Why the pickle and the storage records of ``source`` do not fit together, or None."""
+    report, sizes = _replay_source(source)
     if report["format"] != "zip":
         return None
     problem = _metadata_problem(source)

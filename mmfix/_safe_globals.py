@@ -138,11 +138,15 @@ def ensure_history_buffer() -> bool:
     return HISTORY_BUFFER in _registered_names
 
 
-def vetted_names() -> set[str]:
+_vetted: frozenset[str] | None = None
+
+
+def vetted_names() -> frozenset[str]:
     """Names mmfix allows by itself (whether or not they are registered yet)."""
-    names = {_name_of(e) for e in _numpy_entries()}
-    names.update((HISTORY_BUFFER, "builtins.getattr"))
-    return names
+    global _vetted
+    if _vetted is None:
+        _vetted = frozenset({_name_of(e) for e in _numpy_entries()} | {HISTORY_BUFFER, "builtins.getattr"})
+    return _vetted
 
 
 def user_trusted_names() -> set[str]:

@@ -14,24 +14,15 @@ from __future__ import annotations
 import os
 import sys
 
+from .patches import PATCHES
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
     from typing import Mapping
 
-#: Patch names users can switch off with MMFIX_DISABLED_PATCHES; kept here so the
-#: settings can reject a misspelt name instead of silently ignoring it.
-PATCH_NAMES = (
-    "torch_load",
-    "mmengine_checkpoint",
-    "cuda_device",
-    "cpu_distributed",
-    "ddp_errors",
-    "memory_report",
-    "legacy_cli",
-    "atomic_save",
-    "resume_fallback",
-    "worker_errors",
-)
+#: Patch names users can switch off with MMFIX_DISABLED_PATCHES, so a misspelt name is
+#: reported instead of silently ignored. patches/__init__ is plain data: cheap to import.
+PATCH_NAMES = tuple(PATCHES)
 
 _TRUE = frozenset(("1", "true", "yes", "on"))
 _FALSE = frozenset(("0", "false", "no", "off"))

@@ -71,12 +71,6 @@ def _wrapper_types() -> tuple[type, type]:
     return _types
 
 
-def is_mmfix_wrapper(obj: object) -> bool:
-    if _types is None:
-        return False
-    return isinstance(obj, _types[0])
-
-
 class Swap:
     """One attribute replaced by a wrapper; knows how to undo itself safely."""
 

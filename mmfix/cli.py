@@ -15,6 +15,14 @@ def _print_json(data: Any) -> None:
     print(json.dumps(data, indent=2, sort_keys=True, default=str))
 
 
+def _show(report: Any, as_json: bool, formatter: Any) -> int:
+    if as_json:
+        _print_json(report)
+    else:
+        print(formatter(report))
+    return 0
+
+
 def _cmd_status(args: argparse.Namespace) -> int:
     import mmfix
 
@@ -72,22 +80,13 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     except CheckpointError as exc:
         print(f"mmfix inspect: {exc}", file=sys.stderr)
         return 1
-    if args.json:
-        _print_json(report)
-    else:
-        print(format_report(report))
-    return 0
+    return _show(report, args.json, format_report)
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
     from .doctor import collect, format_report
 
-    report = collect()
-    if args.json:
-        _print_json(report)
-    else:
-        print(format_report(report))
-    return 0
+    return _show(collect(), args.json, format_report)
 
 
 def _cmd_translate(args: argparse.Namespace) -> int:

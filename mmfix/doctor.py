@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import os
 import platform
-import socket
 import sys
 from importlib import metadata
 from typing import Any
 
 from . import __version__, _settings, hook
+from ._ports import port_free
 from ._run import BOOTSTRAP_DIR
 
 _DIST_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
@@ -36,15 +36,6 @@ def _parse(version: str | None) -> tuple[int, ...]:
         if not piece.isdigit():
             break
     return tuple(parts)
-
-
-def port_free(port: int, host: str = "0.0.0.0") -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-    return True
 
 
 def known_problems(versions: dict[str, str | None], cuda_available: bool) -> list[str]:

@@ -32,7 +32,7 @@ def wants_start_file(version: tuple[int, int] | None = None) -> bool:
     return (version or sys.version_info[:2]) >= (3, 15)
 
 
-def _files(directory: str) -> dict[str, str]:
+def _files() -> dict[str, str]:
     files = {PTH_NAME: HEADER + PTH_LINE}
     if wants_start_file():
         files[START_NAME] = HEADER + START_LINE
@@ -43,7 +43,7 @@ def install(directory: str | None = None) -> list[str]:
     """Write the start-up file(s); rewriting an identical file is a no-op. Returns the paths."""
     directory = directory or site_dir()
     written = []
-    for name, content in _files(directory).items():
+    for name, content in _files().items():
         path = os.path.join(directory, name)
         try:
             with open(path, encoding="utf-8") as fh:
@@ -75,7 +75,7 @@ def uninstall(directory: str | None = None) -> list[str]:
 
 def status(directory: str | None = None) -> dict[str, object]:
     directory = directory or site_dir()
-    expected = _files(directory)
+    expected = _files()
     result: dict[str, object] = {"site_dir": directory, "files": {}}
     for name in (PTH_NAME, START_NAME):
         path = os.path.join(directory, name)

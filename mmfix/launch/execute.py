@@ -43,17 +43,13 @@ def describe(argv: Sequence[str]) -> str:
 
 
 def launch(plan: Plan) -> NoReturn:
-    argv = torchrun_argv(plan, script_command())
-    env = worker_environment(plan, os.environ)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execve(sys.executable, argv, env)
+    """Become torchrun running the translated command."""
+    reexec(torchrun_argv(plan, script_command()), plan)
 
 
 def reexec(command: Sequence[str], plan: Plan) -> NoReturn:
-    """Run the translated command in place of this process (used when the environment
-    must change before CUDA starts, e.g. --gpu-id k on one process)."""
+    """Become ``command`` (always run by this interpreter), with the plan's environment."""
     env = worker_environment(plan, os.environ)
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(command[0] if os.path.isabs(command[0]) else sys.executable, list(command), env)
+    os.execve(sys.executable, list(command), env)

@@ -82,18 +82,6 @@ def _visible_gpus() -> int | None:
         return None
 
 
-def _port_free(port: int) -> bool:
-    import socket
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("0.0.0.0", port))
-        except OSError:
-            return False
-    return True
-
-
 def _metric_accepts_collect_dir(config_path: str) -> bool:
     import inspect
 
@@ -115,12 +103,15 @@ def _metric_accepts_collect_dir(config_path: str) -> bool:
 
 
 def _run_checks(plan: Plan) -> Plan:
+    import dataclasses
+
+    from .._ports import port_free
     from ..launch.translate import LegacyUsageError
 
     argv = list(plan.argv)
     notes = list(plan.notes)
     for kind, value in plan.checks:
-        if kind == "port_free" and not _port_free(int(value)):
+        if kind == "port_free" and not port_free(int(value)):
             raise LegacyUsageError(
                 f"port {value} (from PORT/MASTER_PORT) is already in use on this machine, probably by another "
                 "training job. Choose a free one (e.g. PORT=29501), or on a single node leave PORT and "
@@ -135,10 +126,7 @@ def _run_checks(plan: Plan) -> Plan:
                     argv.pop()
                 notes.append(f"--tmpdir {value} dropped: this config's metric collects results through its own "
                              "temporary directory in 3.x and takes no collect_dir")
-    from ..launch.plan import Plan
-
-    return Plan(argv=tuple(argv), env=plan.env, launch=plan.launch, notes=tuple(notes), warnings=plan.warnings,
-                checks=plan.checks)
+    return dataclasses.replace(plan, argv=tuple(argv), notes=tuple(notes))
 
 
 def _translated_command(plan: Plan) -> list[str]:
@@ -180,12 +168,7 @@ def _parse_known_args(wrapped: Callable[..., Any], parser: Any, args: tuple, kwa
     if not plan.changed:
         return wrapped(*args, **kwargs)
     command = _translated_command(plan)
-    env_note = " ".join(f"{k}={v}" for k, v in plan.env.items())
-    _log.info(f"command line translated: {execute.describe(original)}  ->  "
-              f"{(env_note + ' ') if env_note else ''}{execute.describe(command)}  ({'; '.join(plan.notes)})",
-              key="translated")
-    for warning in plan.warnings:
-        _log.warning(warning, key=f"translate:{warning}")
+    _announce(original, command, plan)
     if plan.launch is not None or plan.env:
         if settings.launched:
             # Never loop: a process mmfix launched must not launch again.
@@ -200,9 +183,6 @@ def _parse_known_args(wrapped: Callable[..., Any], parser: Any, args: tuple, kwa
     else:
         kwargs["args"] = list(plan.argv)
     return wrapped(*args, **kwargs)
-
-
-_LAUNCH_FLAGS = ("--gpus", "--gpu-ids", "--gpu-id")
 
 
 def _gpus_without_cuda() -> int | None:
@@ -230,8 +210,10 @@ def launch_early() -> None:
     Only when the script's parser can be read from its source with certainty;
     otherwise the parse-time hook decides, exactly as it would have anyway.
     """
+    from .._activation import LAUNCH_FLAGS  # the caller found one of them in sys.argv
+
     argv = sys.argv
-    if len(argv) < 2 or not argv[0].endswith(".py") or not any(a.split("=")[0] in _LAUNCH_FLAGS for a in argv[1:]):
+    if not argv[0].endswith(".py"):
         return
     settings = _settings.current()
     if settings.launched or settings.translate_only or "LOCAL_RANK" in os.environ or "SLURM_STEP_ID" in os.environ:
@@ -241,7 +223,7 @@ def launch_early() -> None:
             source = fh.read()
     except OSError:
         return
-    if any(f"'{flag}'" in source or f'"{flag}"' in source for flag in _LAUNCH_FLAGS):
+    if any(f"'{flag}'" in source or f'"{flag}"' in source for flag in LAUNCH_FLAGS):
         return  # the script handles these flags itself (a 2.x train.py): never ours to translate
     from ..launch import execute
     from ..launch.static_parser import parser_info_from_source
@@ -262,12 +244,19 @@ def launch_early() -> None:
         return  # in-place translations happen at parse time, against the real parser
     global _done
     _done = True
-    original = list(getattr(sys, "orig_argv", argv))
-    _log.info(f"command line translated: {execute.describe(original)}  ->  "
-              f"{execute.describe(_translated_command(plan))}  ({'; '.join(plan.notes)})", key="translated")
+    _announce(list(getattr(sys, "orig_argv", argv)), _translated_command(plan), plan)
+    execute.launch(plan)
+
+
+def _announce(original: list[str], command: list[str], plan: Plan) -> None:
+    """The one log line (rank 0) showing what ran instead of what was typed, and the warnings."""
+    from ..launch.execute import describe
+
+    env_note = " ".join(f"{k}={v} " for k, v in plan.env.items())
+    _log.info(f"command line translated: {describe(original)}  ->  {env_note}{describe(command)}  "
+              f"({'; '.join(plan.notes)})", key="translated")
     for warning in plan.warnings:
         _log.warning(warning, key=f"translate:{warning}")
-    execute.launch(plan)
 
 
 def _print_translation(original: list[str], plan: Plan | None, reason: str | None) -> None:

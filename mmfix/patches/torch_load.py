@@ -110,14 +110,14 @@ def _patched_load(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, .
     if settings.mmap and "mmap" not in kwargs and _cpu_target(args_list, kwargs) and _checkpoint_files.is_mappable(f):
         kwargs["mmap"] = True
 
-    weights_only = _weights_only_in_effect(kwargs, pickle_module)
     try:
         return wrapped(*args_list, **kwargs)
     except CheckpointError:
         raise
     except pickle.UnpicklingError as exc:
         checked = _corrupt_or(exc, f)
-        if checked is not exc or not weights_only or "Weights only load failed" not in str(exc):
+        if (checked is not exc or "Weights only load failed" not in str(exc)
+                or not _weights_only_in_effect(kwargs, pickle_module)):
             # A damaged or foreign file also fails inside the weights_only
             # unpickler; say what is wrong with the file, not which global.
             raise checked
