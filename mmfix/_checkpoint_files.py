@@ -9,6 +9,7 @@ import io
 import os
 import struct
 import zipfile
+import zlib
 from typing import Any
 
 ZIP_MAGIC = b"PK\x03\x04"
@@ -80,25 +81,92 @@ def _eocd_problem(source: Any) -> str | None:
     return None
 
 
+MAX_ENTRIES = 200_000
+_CHUNK = 1 << 20
+
+
 def _zip_problem(source: Any) -> str | None:
     problem = _eocd_problem(source)
     if problem:
         return problem
     try:
         with zipfile.ZipFile(source) as archive:
-            names = archive.namelist()
-            if not any(n.endswith("data.pkl") for n in names):
-                return "it is a zip archive but holds no data.pkl record, so torch.save did not write it"
-            bad = archive.testzip()
-            if bad is not None:
-                return f"the record {bad!r} inside the archive fails its CRC check (the file is damaged)"
+            return _directory_problem(archive, source) or _crc_problem(archive, source)
     except zipfile.BadZipFile as exc:
         return (
             f"it starts like a zip archive but its directory cannot be read ({exc}); "
             "the file is truncated — typically a save that was interrupted or a copy that did not finish"
         )
-    except (EOFError, OSError, ValueError) as exc:
+    except (EOFError, OSError, ValueError, struct.error, NotImplementedError, zlib.error) as exc:
         return f"the zip archive cannot be read ({exc}); the file is truncated or damaged"
+
+
+def _size_of(source: Any) -> int:
+    if isinstance(source, (str, os.PathLike)):
+        return os.path.getsize(source)
+    pos = source.tell()
+    source.seek(0, os.SEEK_END)
+    size = source.tell()
+    source.seek(pos)
+    return int(size)
+
+
+def _directory_problem(archive: zipfile.ZipFile, source: Any) -> str | None:
+    """One record, one name, one place: torch.save writes nothing else. A record listed
+    twice or overlapping another is how zip bombs multiply a little data into a lot."""
+    infos = archive.infolist()
+    if len(infos) > MAX_ENTRIES:
+        return f"its zip directory lists {len(infos):,} records, more than any checkpoint (the file is damaged)"
+    if not any(i.filename.endswith("data.pkl") for i in infos):
+        return "it is a zip archive but holds no data.pkl record, so torch.save did not write it"
+    names: set[str] = set()
+    for info in infos:
+        if info.filename in names:
+            return f"its zip directory lists the record {info.filename!r} twice (the file is damaged or crafted)"
+        names.add(info.filename)
+    size = _size_of(source)
+    raw = open(source, "rb") if isinstance(source, (str, os.PathLike)) else source
+    try:
+        spans = []
+        for info in infos:
+            raw.seek(info.header_offset)
+            header = raw.read(30)
+            if len(header) < 30 or header[:4] != b"PK\x03\x04":
+                return f"the record {info.filename!r} has no local header where the directory says (the file is damaged)"
+            name_len, extra_len = struct.unpack("<HH", header[26:30])
+            end = info.header_offset + 30 + name_len + extra_len + info.compress_size
+            if end > size:
+                return f"the record {info.filename!r} runs past the end of the file (the file is truncated)"
+            spans.append((info.header_offset, end, info.filename))
+    finally:
+        if raw is not source:
+            raw.close()
+    spans.sort()
+    for (_, end, name), (start, _, other) in zip(spans, spans[1:]):
+        if start < end:
+            return f"the records {name!r} and {other!r} overlap in the file (the file is damaged or crafted)"
+    return None
+
+
+def _crc_problem(archive: zipfile.ZipFile, source: Any) -> str | None:
+    """CRC of every record, reading each stored byte once; compressed records (torch writes
+    none) get an inflation budget tied to the file's size instead of testzip's none."""
+    budget = max(64 << 20, 16 * _size_of(source))
+    for info in archive.infolist():
+        if info.compress_type != zipfile.ZIP_STORED:
+            if info.file_size > budget:
+                return (f"the compressed record {info.filename!r} claims to inflate to {info.file_size:,} bytes "
+                        f"from {info.compress_size:,}; torch.save never compresses records, and mmfix does not "
+                        "inflate that much to check it (the file is damaged or crafted)")
+            budget -= info.file_size
+        try:
+            with archive.open(info) as member:
+                while member.read(_CHUNK):
+                    pass
+        except zipfile.BadZipFile:
+            return f"the record {info.filename!r} inside the archive fails its CRC check (the file is damaged)"
+        except zlib.error as exc:
+            return f"the compressed record {info.filename!r} does not inflate ({exc}; the file is damaged)"
     return None
 
 

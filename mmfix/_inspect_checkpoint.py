@@ -1,22 +1,21 @@
 """``mmfix inspect CKPT``: what a checkpoint holds, read without executing its pickle.
 
-The pickle is replayed by an unpickler whose ``find_class`` never imports
-anything: every global becomes an inert stand-in that records its name, and
-every call on a stand-in just makes another stand-in. So a malicious file can be
-inspected safely, and its globals listed before anyone decides to trust them.
+The pickle is read by ``_pickle_reader``, which builds, imports and runs
+nothing and is bounded in time and memory; so a malicious file can be inspected
+safely, and its globals listed before anyone decides to trust them. The
+zip directory is checked first (``_checkpoint_files``).
 """
 from __future__ import annotations
 
-import _compat_pickle
 import io
 import os
-import pickle
 import struct
 import zipfile
+import zlib
 from collections import Counter, defaultdict
 from typing import Any
 
-from . import _checkpoint_files
+from . import _checkpoint_files, _pickle_reader
 
 _ITEMSIZE = {
     "DoubleStorage": 8, "FloatStorage": 4, "HalfStorage": 2, "BFloat16Storage": 2, "LongStorage": 8,
@@ -25,73 +24,6 @@ _ITEMSIZE = {
     "QInt32Storage": 4, "UntypedStorage": 1,
 }
 _ALIGNMENT = 64  # torch >= 2.1 aligns every storage record; mmap needs it
-
-
-class _Stub:
-    """An inert stand-in for anything the pickle would have built."""
-
-    __slots__ = ("_mmfix_name", "_mmfix_args", "_mmfix_state", "_mmfix_items", "__weakref__")
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self._mmfix_args = args
-        self._mmfix_items: list[Any] = []
-        self._mmfix_state = None
-
-    def __call__(self, *args: Any, **kwargs: Any) -> _Stub:
-        stub = _Stub()
-        stub._mmfix_name = f"{self._mmfix_name}(...)"
-        return stub
-
-    def __setstate__(self, state: Any) -> None:
-        self._mmfix_state = state
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        self._mmfix_items.append((key, value))
-
-    def append(self, value: Any) -> None:
-        self._mmfix_items.append(value)
-
-    def extend(self, values: Any) -> None:
-        self._mmfix_items.extend(values)
-
-    def __repr__(self) -> str:
-        return f"<{self._mmfix_name}>"
-
-
-class _StubUnpickler(pickle.Unpickler):
-    def __init__(self, data: io.BufferedIOBase, report: dict[str, Any]) -> None:
-        super().__init__(data)
-        self._report = report
-        self._types: dict[str, type] = {}
-
-    def find_class(self, module: str, name: str) -> Any:
-        # Protocol-2 pickles (torch's default) spell Python 2 names, which the
-        # real unpickler maps (__builtin__ -> builtins); report what it resolves.
-        if (module, name) in _compat_pickle.NAME_MAPPING:
-            module, name = _compat_pickle.NAME_MAPPING[(module, name)]
-        elif module in _compat_pickle.IMPORT_MAPPING:
-            module = _compat_pickle.IMPORT_MAPPING[module]
-        qualified = f"{module}.{name}"
-        self._report["globals"][qualified] += 1
-        stub_type = self._types.get(qualified)
-        if stub_type is None:
-            # A real class per global: NEWOBJ demands a type, REDUCE a callable.
-            stub_type = type(name.replace(".", "_") or "_", (_Stub,), {"__slots__": ()})
-            stub_type._mmfix_name = qualified  # type: ignore[attr-defined]
-            self._types[qualified] = stub_type
-        return stub_type
-
-    def persistent_load(self, pid: Any) -> Any:
-        if isinstance(pid, tuple) and pid and pid[0] == "storage" and len(pid) >= 5:
-            _, storage_type, key, location, numel = pid[:5]
-            type_name = getattr(storage_type, "_mmfix_name", str(storage_type))
-            self._report["storages"].append(
-                {"key": str(key), "location": str(location), "type": type_name.rsplit(".", 1)[-1],
-                 "numel": int(numel) if isinstance(numel, int) else None}
-            )
-        stub = _Stub()
-        stub._mmfix_name = "storage"
-        return stub
 
 
 def _data_offset(raw: Any, header_offset: int) -> int:
@@ -103,43 +35,58 @@ def _data_offset(raw: Any, header_offset: int) -> int:
     return header_offset + 30 + name_len + extra_len
 
 
-def _allowed_names() -> set[str]:
+# torch's default weights_only allowlist for what checkpoints commonly hold: known
+# without importing torch (a second of start-up for `mmfix inspect` of a small file).
+_TORCH_DEFAULTS = frozenset(
+    {"collections.OrderedDict", "collections.Counter", "torch.Size", "torch.device", "torch.Tensor",
+     "torch.nn.parameter.Parameter", "torch.serialization._get_layout", "_codecs.encode", "builtins.set",
+     "builtins.bytearray", "builtins.complex", "torch._tensor._rebuild_from_type_v2",
+     "torch.storage.UntypedStorage", "torch.storage.TypedStorage"}
+    | {f"torch._utils._rebuild_{n}" for n in ("parameter", "parameter_with_state", "qtensor", "tensor",
+                                              "tensor_v2", "tensor_v3", "sparse_tensor",
+                                              "meta_tensor_no_storage", "nested_tensor", "wrapper_subclass",
+                                              "device_tensor_from_numpy", "device_tensor_from_cpu_tensor")}
+    | {f"torch.{t}Storage" for t in ("Double", "Float", "Half", "BFloat16", "Long", "Int", "Short", "Char",
+                                      "Byte", "Bool", "ComplexDouble", "ComplexFloat", "QInt8", "QUInt8",
+                                      "QInt32", "QUInt4x2", "QUInt2x4")}
+)
+
+
+def _allowed(names: Any) -> dict[str, bool]:
+    """name -> whether the safe loader allows it; imports torch only for names it must ask about."""
     from . import _safe_globals
 
-    names = _safe_globals.vetted_names() | _safe_globals.user_trusted_names()
+    ours = _safe_globals.vetted_names() | _safe_globals.user_trusted_names() | _TORCH_DEFAULTS
+    out = {name: name in ours for name in names}
+    if all(out.values()):
+        return out
     try:
         from torch import _weights_only_unpickler as wou
 
-        names |= set(wou._get_allowed_globals())
-        names |= set(wou._get_user_allowed_globals())
-    except Exception:  # torch absent or changed: report only what mmfix itself vets
-        pass
-    return names
+        torch_names = set(wou._get_allowed_globals()) | set(wou._get_user_allowed_globals())
+    except Exception:  # torch absent or changed: report only what mmfix knows
+        return out
+    return {name: ok or name in torch_names for name, ok in out.items()}
 
 
-def _keys_of(root: Any) -> list[str] | None:
-    if isinstance(root, dict):
-        return [str(k) for k in root]
-    if isinstance(root, _Stub) and root._mmfix_items and all(isinstance(i, tuple) for i in root._mmfix_items):
-        return [str(k) for k, _ in root._mmfix_items]
-    return None
-
-
-def _replay(data: bytes | io.BufferedIOBase, report: dict[str, Any]) -> Any:
-    stream = io.BytesIO(data) if isinstance(data, bytes) else data
-    return _StubUnpickler(stream, report).load()  # type: ignore[arg-type]
-
-
-def _replay_file(source: Any, report: dict[str, Any], record_sizes: dict[str, int]) -> Any:
-    """Replay the pickle of ``source`` (a path or a seekable binary file) into ``report``."""
-    if report["format"] == "zip":
+def _replay_file(source: Any, reading: _pickle_reader.Reading, record_sizes: dict[str, int],
+                 fmt: str) -> dict[str, Any]:
+    """Read the pickle of ``source`` (a path or a seekable binary file) into ``reading``;
+    returns facts about the container (mmap alignment)."""
+    facts: dict[str, Any] = {"mmap_possible": False}
+    if fmt == "zip":
         with zipfile.ZipFile(source) as archive:
-            pkl = next(n for n in archive.namelist() if n.endswith("data.pkl"))
-            prefix = pkl[: -len("data.pkl")]
+            infos = archive.infolist()
+            if len(infos) > _checkpoint_files.MAX_ENTRIES:
+                raise _pickle_reader.PickleUnreadable(f"its zip directory lists {len(infos):,} records")
+            pkl = next((i for i in infos if i.filename.endswith("data.pkl")), None)
+            if pkl is None:
+                raise _pickle_reader.PickleUnreadable("the archive holds no data.pkl record")
+            prefix = pkl.filename[: -len("data.pkl")]
             aligned = isinstance(source, (str, os.PathLike))
             raw = open(source, "rb") if aligned else None
             try:
-                for info in archive.infolist():
+                for info in infos:
                     if info.filename.startswith(prefix + "data/"):
                         record_sizes[info.filename[len(prefix + "data/"):]] = info.file_size
                         if raw is not None:
@@ -149,49 +96,56 @@ def _replay_file(source: Any, report: dict[str, Any], record_sizes: dict[str, in
             finally:
                 if raw is not None:
                     raw.close()
-            report["mmap_possible"] = bool(aligned)
-            return _replay(archive.read(pkl), report)
+            facts["mmap_possible"] = bool(aligned)
+            if pkl.file_size > _pickle_reader.MAX_BYTES:
+                raise _pickle_reader.PickleUnreadable(
+                    f"its pickle claims {pkl.file_size:,} bytes, more than mmfix reads")
+            with archive.open(pkl) as stream:  # one read: ZipExtFile costs microseconds per call
+                data = stream.read(_pickle_reader.MAX_BYTES + 1)
+            _pickle_reader.read(io.BytesIO(data), reading)
+            return facts
     fh = open(source, "rb") if isinstance(source, (str, os.PathLike)) else source
     try:
         for _ in range(3):  # magic number, protocol version, sys info
-            _replay(fh, {"globals": Counter(), "storages": []})
-        return _replay(fh, report)
+            _pickle_reader.read(fh, _pickle_reader.Reading(), limit=1 << 20)
+        _pickle_reader.read(fh, reading)
+        return facts
     finally:
         if fh is not source:
             fh.close()
 
 
-def _replay_source(source: Any) -> tuple[dict[str, Any], dict[str, int]]:
-    """Replay a path or a seekable file inertly: (report, storage record sizes);
+def _replay_source(source: Any) -> tuple[_pickle_reader.Reading, dict[str, int]]:
+    """Read a path or a seekable file statically: (reading, storage record sizes);
     a file object is left rewound."""
     if not isinstance(source, (str, os.PathLike)):
         source.seek(0)
     head = _checkpoint_files.read_head(source)
-    report: dict[str, Any] = {"format": _checkpoint_files.file_format(head or b""), "globals": Counter(),
-                              "storages": []}
+    reading = _pickle_reader.Reading()
     sizes: dict[str, int] = {}
-    _replay_file(source, report, sizes)
-    if not isinstance(source, (str, os.PathLike)):
-        source.seek(0)
-    return report, sizes
+    try:
+        _replay_file(source, reading, sizes, _checkpoint_files.file_format(head or b""))
+    finally:
+        if not isinstance(source, (str, os.PathLike)):
+            source.seek(0)
+    return reading, sizes
 
 
 def scan_globals(source: Any) -> list[tuple[str, bool]]:
-    """(global, allowed) for every global ``source`` needs; nothing is executed."""
-    report, _ = _replay_source(source)
-    allowed = _allowed_names()
-    return [(name, name in allowed) for name in sorted(report["globals"])]
+    """(global, allowed) for every global ``source`` needs; nothing is built or imported."""
+    reading, _ = _replay_source(source)
+    return sorted(_allowed(reading.globals).items())
 
 
 def consistency_problem(source: Any) -> str | None:
     """Why the pickle and the storage records of ``source`` do not fit together, or None."""
-    report, sizes = _replay_source(source)
-    if report["format"] != "zip":
+    if _checkpoint_files.file_format(_checkpoint_files.read_head(source) or b"") != "zip":
         return None
+    reading, sizes = _replay_source(source)
     problem = _metadata_problem(source)
     if problem:
         return problem
-    for storage in report["storages"]:
+    for storage in reading.storages:
         size = sizes.get(storage["key"])
         if size is None:
             return f"its pickle references storage record {storage['key']!r}, which the archive does not hold"
@@ -244,41 +198,54 @@ def inspect_checkpoint(path: str) -> dict[str, Any]:
         raise CheckpointCorruptError(f"cannot inspect checkpoint {path!r}: {problem}", path=path)
     with open(path, "rb") as fh:
         head = fh.read(64)
-    report: dict[str, Any] = {
-        "path": os.path.abspath(path),
-        "size_bytes": os.path.getsize(path),
-        "format": _checkpoint_files.file_format(head),
-        "globals": Counter(),
-        "storages": [],
-        "mmap_possible": False,
-        "top_level_keys": None,
-    }
+    fmt = _checkpoint_files.file_format(head)
+    reading = _pickle_reader.Reading()
     record_sizes: dict[str, int] = {}
     try:
-        root = _replay_file(path, report, record_sizes)
-    except Exception as exc:
+        facts = _replay_file(path, reading, record_sizes, fmt)
+    except _pickle_reader.PickleUnreadable as exc:
+        raise CheckpointCorruptError(f"cannot inspect checkpoint {path!r}: {exc}", path=path) from None
+    except (OSError, zipfile.BadZipFile, ValueError, EOFError, zlib.error, NotImplementedError) as exc:
         raise CheckpointCorruptError(
-            f"cannot inspect checkpoint {path!r}: its pickle is damaged ({type(exc).__name__}: {exc})", path=path
+            f"cannot inspect checkpoint {path!r}: it cannot be read ({type(exc).__name__}: {exc})", path=path
         ) from None
-    report["top_level_keys"] = _keys_of(root)
 
     by_device: dict[str, int] = defaultdict(int)
     counts: Counter[str] = Counter()
-    for storage in report["storages"]:
+    for storage in reading.storages:
         size = record_sizes.get(storage["key"])
         if size is None and storage["numel"] is not None:
             size = storage["numel"] * _ITEMSIZE.get(storage["type"], 1)
         storage["bytes"] = size or 0
         by_device[storage["location"]] += storage["bytes"]
         counts[storage["location"]] += 1
-    allowed = _allowed_names()
-    report["globals"] = [
-        {"name": name, "uses": uses, "allowed": name in allowed} for name, uses in sorted(report["globals"].items())
-    ]
-    report["devices"] = {dev: {"storages": counts[dev], "bytes": by_device[dev]} for dev in sorted(counts)}
-    report["summary"] = _device_summary(counts)
-    report["loadable_with_weights_only"] = all(g["allowed"] for g in report["globals"])
-    return report
+    allowed = _allowed(reading.globals)
+    globals_ = [{"name": name, "uses": uses, "allowed": allowed[name]} for name, uses in sorted(reading.globals.items())]
+    refused = [g["name"] for g in globals_ if not g["allowed"]]
+    return {
+        "path": os.path.abspath(path),
+        "size_bytes": os.path.getsize(path),
+        "format": fmt,
+        "storages": reading.storages,
+        "mmap_possible": facts["mmap_possible"],
+        "top_level_keys": _pickle_reader.top_level_keys(reading.root),
+        "globals": globals_,
+        "devices": {dev: {"storages": counts[dev], "bytes": by_device[dev]} for dev in sorted(counts)},
+        "summary": _device_summary(counts),
+        "refused_values": list(reading.problems),
+        "loadable_with_weights_only": not refused and not reading.problems,
+        "trust_line": _trust_line(refused) if refused and not reading.problems else None,
+    }
+
+
+def _trust_line(refused: list[str]) -> str | None:
+    """The copy-paste line, only when every refused name is a plain, harmless, imported class."""
+    from . import _safe_globals
+
+    names = [_safe_globals.suggestion_for(name) for name in refused]
+    if any(n is None for n in names):
+        return None
+    return f"MMFIX_TRUSTED_GLOBALS={','.join(n for n in names if n)}"
 
 
 def _device_summary(counts: Counter[str]) -> str:
@@ -322,12 +289,22 @@ def format_report(report: dict[str, Any]) -> str:
     lines.append("globals the file needs:")
     for g in report["globals"]:
         lines.append(f"  {'allowed ' if g['allowed'] else 'REFUSED '} {g['name']} (x{g['uses']})")
+    if report["refused_values"]:
+        lines.append("values mmfix's safe loader refuses:")
+        lines.extend(f"  {problem}" for problem in report["refused_values"])
+    refused = [g["name"] for g in report["globals"] if not g["allowed"]]
     if report["loadable_with_weights_only"]:
-        lines.append("verdict: loads with weights_only=True under mmfix")
+        lines.append("verdict: loads with weights_only=True under mmfix (every global it names is allowed, and "
+                     "its numpy, getattr and HistoryBuffer values pass mmfix's checks)")
+    elif report["refused_values"]:
+        lines.append("verdict: the safe loader refuses it; nothing MMEngine or numpy writes looks like this, so "
+                     "treat the file as crafted and do not trust any of its globals")
+    elif report["trust_line"]:
+        lines.append("verdict: the safe loader will refuse it; only if you trust the file: " + report["trust_line"])
     else:
-        refused = ",".join(g["name"] for g in report["globals"] if not g["allowed"])
         lines.append(
-            "verdict: the safe loader will refuse it; only if you trust the file: "
-            f"MMFIX_TRUSTED_GLOBALS={refused}"
+            f"verdict: the safe loader will refuse it ({', '.join(refused)}); mmfix offers no trust line: a name "
+            "it refuses is either not a plain class already imported in this process, or it reaches code, "
+            "files or processes"
         )
     return "\n".join(lines)

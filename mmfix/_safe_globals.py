@@ -19,39 +19,62 @@ from __future__ import annotations
 
 import builtins
 import importlib
+import inspect
 import pickle
 import sys
 import threading
+import types
 from typing import Any, Iterable
 
-from . import _log, _settings
+from . import _log, _numpy_guard, _settings
 
 HISTORY_BUFFER = "mmengine.logging.history_buffer.HistoryBuffer"
 _STATISTICS = frozenset(("min", "max", "current", "mean"))
-# Globals whose only use in a checkpoint is running commands or code. mmfix
-# never trusts them, not even when a user lists them: no real checkpoint needs
-# them, and builtins.getattr in particular would replace the restricted stand-in.
-_HOSTILE_MODULES = frozenset(("os", "posix", "nt", "subprocess", "sys", "runpy", "shutil", "socket", "importlib",
-                              "pty", "code", "codeop", "timeit", "pickle", "_pickle", "marshal", "ctypes",
-                              "multiprocessing", "webbrowser", "pdb", "bdb", "platform"))
+# Modules whose callables and classes serve to run code, reach the file system,
+# processes or the network, or build arbitrary objects. mmfix never trusts anything
+# that *is* (or wraps) one of theirs, whatever name a file spells it by, and no
+# real checkpoint needs them. A prefix covers its submodules.
+_HOSTILE_MODULES = frozenset((
+    "os", "posix", "nt", "posixpath", "ntpath", "subprocess", "_posixsubprocess", "_winapi", "sys", "runpy",
+    "shutil", "socket", "_socket", "ssl", "select", "selectors", "importlib", "pkgutil", "zipimport", "imp",
+    "pty", "tty", "code", "codeop", "timeit", "pickle", "_pickle", "pickletools", "copyreg", "copy", "marshal",
+    "shelve", "dbm", "ctypes", "_ctypes", "cffi", "multiprocessing", "_multiprocessing", "concurrent",
+    "threading", "_thread", "asyncio", "signal", "faulthandler", "resource", "webbrowser", "pdb", "bdb",
+    "platform", "pydoc", "io", "_io", "tempfile", "pathlib", "glob", "fnmatch", "fileinput", "filecmp",
+    "sqlite3", "_sqlite3", "zipfile", "tarfile", "gzip", "bz2", "lzma", "zlib", "urllib", "http", "ftplib",
+    "smtplib", "imaplib", "poplib", "telnetlib", "xmlrpc", "wsgiref", "logging", "operator", "_operator",
+    "functools", "_functools", "inspect", "types", "gc", "weakref", "_weakref", "trace", "cProfile", "profile",
+    "ast", "builtins", "__builtin__", "site", "sysconfig", "distutils", "setuptools", "pip", "venv",
+    "ensurepip", "atexit", "mmap", "fcntl", "posixshmem", "_posixshmem", "uuid", "antigravity", "this",
+    "torch.hub", "torch.utils.cpp_extension", "torch.utils.data", "torch.jit", "torch.package",
+    "torch._dynamo", "torch._inductor", "torch.compiler", "torch.library", "torch.ops", "torch._ops",
+    "torch.serialization", "torch.multiprocessing", "torch.distributed", "torch.cuda", "torch._C",
+    "numpy", "mmengine.config", "mmengine.registry", "mmengine.utils", "mmengine.fileio", "mmengine.runner",
+    "wrapt", "mmfix",
+))
+# In builtins only classes are ever trustable, and not these: they build types or reach frames and code.
+_HOSTILE_BUILTIN_CLASSES = frozenset(("type", "super", "property", "classmethod", "staticmethod", "memoryview"))
 _HOSTILE_BUILTINS = frozenset(("eval", "exec", "compile", "open", "__import__", "getattr", "setattr", "delattr",
                                "breakpoint", "input", "globals", "locals", "vars", "__build_class__"))
 _lock = threading.Lock()
 _registered: list[Any] = []
 _registered_names: set[str] = set()
 _trusted_by_user: set[str] = set()
+_guarded_history_buffer: Any = None
 
 
-def restricted_getattr(obj: Any, name: str) -> Any:
+def restricted_getattr(*args: Any) -> Any:
     """``getattr`` as MMEngine checkpoints need it, and nothing more."""
+    obj, name = args if len(args) == 2 else (None, None)
     history_buffer = sys.modules.get("mmengine.logging.history_buffer")
+    real = getattr(history_buffer, "HistoryBuffer", None) if history_buffer is not None else None
     if (
-        history_buffer is not None
-        and obj is getattr(history_buffer, "HistoryBuffer", None)
+        real is not None
+        and (obj is real or (obj is _guarded_history_buffer and obj is not None))
         and isinstance(name, str)
         and name in _STATISTICS
     ):
-        return builtins.getattr(obj, name)
+        return builtins.getattr(real, name)
     raise pickle.UnpicklingError(
         f"mmfix: the checkpoint asks for getattr({getattr(obj, '__qualname__', type(obj).__name__)}, {name!r}); "
         "only HistoryBuffer.min/max/current/mean are allowed"
@@ -67,37 +90,177 @@ def qualify(name: str) -> str:
     return name if "." in name else f"builtins.{name}"
 
 
+def _module_is_hostile(module: str) -> bool:
+    parts = module.split(".")
+    return any(".".join(parts[:i]) in _HOSTILE_MODULES for i in range(1, len(parts) + 1))
+
+
 def is_hostile(name: str) -> bool:
+    """By spelling alone: the cheap first test (see ``object_problem`` for the real one)."""
     module, _, attr = qualify(name).rpartition(".")
-    if module.split(".")[0] in _HOSTILE_MODULES:
-        return True
-    return module in ("builtins", "__builtin__") and attr in _HOSTILE_BUILTINS
+    if module in ("builtins", "__builtin__"):
+        return attr in _HOSTILE_BUILTINS
+    return _module_is_hostile(module)
+
+
+def _real_name(obj: Any) -> str | None:
+    module = getattr(obj, "__module__", None)
+    qualname = getattr(obj, "__qualname__", None)
+    if not isinstance(module, str) or not isinstance(qualname, str):
+        return None
+    return f"{module}.{qualname}"
+
+
+def _underlying(obj: Any) -> list[Any]:
+    """``obj`` and whatever it wraps or is bound to (partials, decorators, bound methods)."""
+    out, todo = [], [obj]
+    while todo and len(out) < 32:
+        item = todo.pop()
+        if any(item is seen for seen in out):
+            continue
+        out.append(item)
+        for attr in ("__wrapped__", "func", "__func__", "__self__"):
+            try:
+                inner = inspect.getattr_static(item, attr)
+            except AttributeError:
+                continue
+            if isinstance(inner, (property, types.MemberDescriptorType, types.GetSetDescriptorType)):
+                try:
+                    inner = builtins.getattr(item, attr)
+                except Exception:
+                    continue
+            if inner is not None and not isinstance(inner, (str, int, float, bool)):
+                todo.append(inner)
+    return out
+
+
+def object_problem(obj: Any, name: str) -> str | None:
+    """Why ``obj``, named ``name`` by a file or a user, must not be trusted; None if it may be."""
+    name = qualify(name)
+    if is_hostile(name):
+        return "it can only serve to run commands or arbitrary code"
+    for item in _underlying(obj):
+        if isinstance(item, types.ModuleType):
+            if _module_is_hostile(item.__name__):
+                return f"it is bound to the module {item.__name__}, which runs code or reaches files and processes"
+            continue
+        module = getattr(item, "__module__", None)
+        if isinstance(item, type):
+            if issubclass(item, type):
+                return "it is a metaclass: it builds new types"
+            if module in ("builtins", "__builtin__"):
+                if item.__name__ in _HOSTILE_BUILTIN_CLASSES:
+                    return f"it is builtins.{item.__name__}, which builds types or reaches code"
+                continue
+        elif module in ("builtins", "__builtin__") or module is None:
+            return "it is a builtin function, none of which a checkpoint may call"
+        if isinstance(module, str) and _module_is_hostile(module):
+            real = _real_name(item) or module
+            return f"it is {real}, which runs code or reaches files, processes or the network"
+    real = _real_name(obj)
+    if real is None or real != name:
+        return (f"the name {name!r} does not name the object itself (that is {real or type(obj).__name__!r}); "
+                "only an object's own module.qualname can be trusted")
+    return None
+
+
+def assess(name: str) -> tuple[str, str | None]:
+    """How a refusal treats a name a file asked for: ("hostile", why), ("trustable", None)
+    or ("unvetted", why). Only modules already imported are looked into."""
+    name = qualify(name)
+    if is_hostile(name):
+        return "hostile", "it can only serve to run commands or arbitrary code"
+    module_name, _, attr = name.rpartition(".")
+    module = sys.modules.get(module_name)
+    if module is None:
+        return "unvetted", (f"its module {module_name} is not imported in this process, and mmfix never imports "
+                            "a module a file names")
+    obj = module.__dict__.get(attr)
+    if obj is None:
+        return "unvetted", f"{module_name} has no attribute {attr!r}"
+    problem = object_problem(obj, name)
+    if problem is not None:
+        return ("unvetted" if problem.startswith("the name") else "hostile"), problem
+    if not isinstance(obj, type):
+        return "unvetted", "it is a function, not a plain class; trusting it lets the file call it with any arguments"
+    return "trustable", None
+
+
+def suggestion_for(name: str) -> str | None:
+    """``name`` if a refusal may offer the copy-paste trust line for it: a plain, harmless class
+    that is already imported (a file's names are never imported to find out)."""
+    name = qualify(name)
+    module_name, _, attr = name.rpartition(".")
+    module = sys.modules.get(module_name)
+    if module is None or "." in attr:
+        return None
+    obj = module.__dict__.get(attr)
+    if not isinstance(obj, type) or object_problem(obj, name) is not None:
+        return None
+    return name
 
 
 def _numpy_entries() -> list[Any]:
-    try:
-        import numpy as np
-    except ImportError:
-        return []
-    try:
-        from numpy._core import multiarray  # numpy >= 2
-    except ImportError:  # pragma: no cover - numpy 1.x
-        from numpy.core import multiarray  # type: ignore[no-redef]
-    entries: list[Any] = [np.ndarray, np.dtype]
-    codes = "?bBhHiIlLqQefdgFDG"
-    entries += sorted({type(np.dtype(c)) for c in codes}, key=lambda t: t.__name__)
-    for func in ("_reconstruct", "scalar"):
-        obj = getattr(multiarray, func)
-        for spelling in ("numpy.core.multiarray", "numpy._core.multiarray"):
-            entries.append((obj, f"{spelling}.{func}"))
-    return entries
+    return _numpy_guard.entries()
+
+
+def _guard_history_buffer(real: type) -> type:
+    """What the name HistoryBuffer means inside a checkpoint.
+
+    MMEngine's own ``__setstate__`` merges the file's statistics methods into the
+    *class-wide* registry, so one file could make every buffer of the running
+    training report ``max`` as ``mean``. The guard accepts only entries identical
+    to what the class already has, sets the instance's state, and then becomes
+    the real class (same layout), so nothing of it outlives the load.
+    """
+
+    class HistoryBuffer(real):  # type: ignore[misc, valid-type]
+        def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+            if args or kwargs:
+                raise pickle.UnpicklingError("mmfix: the checkpoint constructs a HistoryBuffer with arguments; "
+                                             "MMEngine writes it as an empty object plus its state")
+            return object.__new__(cls)
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            raise pickle.UnpicklingError("mmfix: the checkpoint calls HistoryBuffer(...); MMEngine never does")
+
+        def __setstate__(self, state: Any) -> None:
+            if type(self) is not HistoryBuffer:
+                raise pickle.UnpicklingError("mmfix: the checkpoint sets a HistoryBuffer's state twice")
+            if not isinstance(state, dict) or not all(isinstance(k, str) for k in state):
+                raise pickle.UnpicklingError("mmfix: a HistoryBuffer's state in the checkpoint is not a plain dict")
+            state = dict(state)
+            methods = state.pop("statistics_methods", {})
+            if not isinstance(methods, dict):
+                raise pickle.UnpicklingError("mmfix: a HistoryBuffer's statistics methods are not a dict")
+            registry = real._statistics_methods
+            for name, method in methods.items():
+                expected = registry.get(name, builtins.getattr(real, name, None) if name in _STATISTICS else None)
+                if not isinstance(name, str) or expected is None or method is not expected:
+                    raise pickle.UnpicklingError(
+                        f"mmfix: the checkpoint maps the HistoryBuffer statistic {name!r} to "
+                        f"{getattr(method, '__qualname__', type(method).__name__)}; MMEngine maps each name to the "
+                        "method registered under it, and a load must not change what other buffers compute"
+                    )
+            for key in ("_log_history", "_count_history"):
+                if key in state:
+                    state[key] = _numpy_guard.unwrap(state[key])
+            self.__dict__.update(state)
+            self.__class__ = real
+
+    HistoryBuffer.__module__ = real.__module__
+    HistoryBuffer.__qualname__ = real.__qualname__
+    return HistoryBuffer
 
 
 def _history_buffer_entries() -> list[Any]:
+    global _guarded_history_buffer
     module = sys.modules.get("mmengine.logging.history_buffer")
     if module is None:
         return []
-    return [module.HistoryBuffer, (restricted_getattr, "builtins.getattr")]
+    if _guarded_history_buffer is None:
+        _guarded_history_buffer = _guard_history_buffer(module.HistoryBuffer)
+    return [(_guarded_history_buffer, HISTORY_BUFFER), (restricted_getattr, "builtins.getattr")]
 
 
 def _name_of(entry: Any) -> str:
@@ -145,7 +308,7 @@ def vetted_names() -> frozenset[str]:
     """Names mmfix allows by itself (whether or not they are registered yet)."""
     global _vetted
     if _vetted is None:
-        _vetted = frozenset({_name_of(e) for e in _numpy_entries()} | {HISTORY_BUFFER, "builtins.getattr"})
+        _vetted = _numpy_guard.NAMES | {HISTORY_BUFFER, "builtins.getattr"}
     return _vetted
 
 
@@ -172,20 +335,19 @@ def resolve(name: str) -> Any:
 
 
 def trust(names: Iterable[Any], source: str = "mmfix.trust_globals()") -> None:
-    """Allow user-named globals for weights_only loads (process-wide, as torch's list is)."""
+    """Allow user-named globals for weights_only loads (process-wide, as torch's list is).
+
+    The decision is made on the object a name resolves to, never on its spelling:
+    ``torch.serialization.os.system`` is ``os.system``.
+    """
     entries: list[Any] = []
     for item in names:
         label = item if isinstance(item, str) else _name_of(item)
-        if is_hostile(label):
-            _log.error(
-                f"{source} names {label!r}; mmfix never trusts it: it lets a checkpoint run commands or "
-                "arbitrary code, and no real checkpoint needs it. If a file asks for it, do not load that file.",
-                key=f"hostile:{label}",
-            )
-            continue
-        if isinstance(item, str):
+        if isinstance(item, str) and is_hostile(label):
+            problem: str | None = "it can only serve to run commands or arbitrary code"
+        else:
             try:
-                obj = resolve(item)
+                obj = resolve(item) if isinstance(item, str) else (item[0] if isinstance(item, tuple) else item)
             except LookupError:
                 _log.warning(
                     f"{source} names {item!r}, which cannot be imported; write it as "
@@ -193,13 +355,24 @@ def trust(names: Iterable[Any], source: str = "mmfix.trust_globals()") -> None:
                     key=f"untrusted:{item}",
                 )
                 continue
-            entries.append((obj, item))
-            _trusted_by_user.add(item)
-        else:
-            entries.append(item)
-            _trusted_by_user.add(_name_of(item))
+            problem = object_problem(obj, label)
+        if problem is not None:
+            _log.error(
+                f"{source} names {label!r}; mmfix never trusts it: {problem}. No real checkpoint needs it; "
+                "if a file asks for it, do not load that file.",
+                key=f"hostile:{label}",
+            )
+            continue
+        entries.append((obj, label))
+        _trusted_by_user.add(label)
     with _lock:
         _add(entries)
+
+
+def trusted_types() -> tuple[type, ...]:
+    """User-trusted classes: their instances' ``__dict__`` may hold loaded numpy values."""
+    return tuple(e[0] for e in _registered if isinstance(e, tuple) and e[1] in _trusted_by_user
+                 and isinstance(e[0], type))
 
 
 def unregister() -> None:

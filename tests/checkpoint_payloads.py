@@ -121,3 +121,218 @@ def build_corpus(tmp: Path) -> dict[str, tuple[Path, Path]]:
         marker = tmp / f"marker_{name}"
         out[name] = (write_checkpoint(tmp / f"{name}.pth", body(marker)), marker)
     return out
+
+
+# ---------------------------------------------------------------------------
+# Payloads that run no code by themselves but crash, hang, mislead or exhaust a
+# loader (issue: crafted checkpoints). Each is a (kind, body) or a whole file.
+# Stock torch refuses every one of them quickly (numpy and HistoryBuffer are not
+# on its list); the danger is in what an allowlist or a replay makes of them.
+
+BININT = b"J"
+LONG_BINPUT = b"r"
+APPENDS, EMPTY_LIST, LIST = b"e", b"]", b"l"
+
+
+def i4(n: int) -> bytes:
+    return BININT + struct.pack("<i", n)
+
+
+def long_(n: int) -> bytes:
+    data = n.to_bytes((n.bit_length() + 8) // 8, "little", signed=True)
+    return b"\x8a" + bytes([len(data)]) + data
+
+
+def tup(*items: bytes) -> bytes:
+    return MARK + b"".join(items) + TUPLE
+
+
+NONE, TRUE, FALSE = b"N", b"\x88", b"\x89"
+NP = "numpy._core.multiarray"
+
+
+def np_dtype(spec: str, state: bytes) -> bytes:
+    return call(g("numpy", "dtype"), s(spec), FALSE, TRUE) + state + BUILD
+
+
+def dtype_state(order: str = "<", sub: bytes = NONE, names: bytes = NONE, fields: bytes = NONE,
+                elsize: int = -1, align: int = -1, flags: int = 0) -> bytes:
+    return tup(i4(3), s(order), sub, names, fields, i4(elsize), i4(align), i4(flags))
+
+
+def b_(data: bytes) -> bytes:
+    return call(g("_codecs", "encode"), s(data.decode("latin-1")), s("latin1"))
+
+
+def np_array(shape: tuple[int, ...], dtype: bytes, data: bytes, fortran: bytes = FALSE) -> bytes:
+    rec = call(g(NP, "_reconstruct"), g("numpy", "ndarray"), tup(i4(0)), b_(b"b"))
+    return rec + tup(i4(1), tup(*(long_(n) for n in shape)), dtype, fortran, b_(data)) + BUILD
+
+
+F8 = np_dtype("f8", dtype_state())
+OBJ_NO_FLAGS = np_dtype("O8", dtype_state(order="|", flags=0))  # an object dtype that claims no objects
+
+
+def direct_ndarray(shape: int, dtype: bytes, buffer: bytes, strides: bytes = NONE) -> bytes:
+    return call(g("numpy", "ndarray"), tup(long_(shape)), dtype, b_(buffer), i4(0), strides)
+
+
+def _hb(state: bytes) -> bytes:
+    return g("mmengine.logging.history_buffer", "HistoryBuffer") + EMPTY_TUPLE + NEWOBJ + state + BUILD
+
+
+def _hb_state(methods: bytes) -> bytes:
+    return (EMPTY_DICT + MARK + s("max_length") + i4(10) + s("_log_history") + np_array((1,), F8, b"\0" * 8)
+            + s("_count_history") + np_array((1,), F8, b"\0" * 8) + s("statistics_methods") + methods + b"u")
+
+
+def _hb_getattr(name: str) -> bytes:
+    return getattr_(g("mmengine.logging.history_buffer", "HistoryBuffer"), name)
+
+
+def _dag_body(depth: int) -> bytes:
+    """A tuple whose two items are the previous tuple: 2**depth paths, depth objects."""
+    body = s("x") + b"q\x00" + b"0"
+    for _ in range(depth):
+        body += b"h\x00h\x00" + TUPLE2 + b"q\x00" + b"0"  # POP keeps the stack flat; memo 0 is the newest
+    return body + b"h\x00"
+
+
+REFUSED_FIRST = call(g("posix", "system"), s("true"))  # stock torch stops here at once
+
+CLASSES = {
+    "memory": "numpy dtype/array states that corrupt memory or misdescribe data",
+    "hang": "numpy constructions that make a loader hang",
+    "spelling": "hostile callables under innocent-looking names",
+    "replay": "pickles that exhaust an unbounded replay",
+    "zip": "zip directories that multiply work",
+    "state": "loads that change class-level state",
+    "verdict": "files whose globals are all allowed but whose values are refused",
+}
+
+
+def crafted_bodies(tmp: Path) -> dict[str, tuple[str, bytes]]:
+    """name -> (class, pickle body). Every one must be refused cleanly, with no side effect;
+    those that could act create ``tmp/marker_<name>`` if they ever run."""
+    m = lambda name: s(str(tmp / f"marker_{name}"))  # noqa: E731
+    t = lambda name: s(f"touch {tmp / f'marker_{name}'}")  # noqa: E731
+    iterate = lambda arr: call(g("builtins", "set"), tup(arr))  # noqa: E731 - iterate, as torch allows
+    return {
+        # 1. memory corruption through numpy's dtype.__setstate__ (the critical finding) and its variants
+        "object_dtype_flags_cleared_direct": ("memory", iterate(direct_ndarray(1, OBJ_NO_FLAGS, b"A" * 8))),
+        "object_dtype_flags_cleared_reconstruct": ("memory", iterate(np_array((1,), OBJ_NO_FLAGS, b"A" * 8))),
+        "object_dtype_scalar": ("memory", call(g(NP, "scalar"), OBJ_NO_FLAGS, b_(b"A" * 8))),
+        "structured_dtype_with_object_field": ("memory", np_array((1,), np_dtype("V8", dtype_state(
+            order="|", names=tup(s("a")), fields=EMPTY_DICT + s("a") + tup(OBJ_NO_FLAGS, i4(0)) + SETITEM,
+            elsize=8, align=1, flags=0)), b"A" * 8)),
+        "subarray_dtype_of_objects": ("memory", np_array((1,), np_dtype("V8", dtype_state(
+            order="|", sub=tup(OBJ_NO_FLAGS, tup(i4(1))), elsize=8, align=1)), b"A" * 8)),
+        "float_dtype_with_huge_elsize": ("memory", np_array((1,), np_dtype("f8", dtype_state(elsize=1 << 30)),
+                                                            b"A" * 8)),
+        "float_dtype_with_fields": ("memory", np_array((1,), np_dtype("f8", dtype_state(
+            names=tup(s("a")), fields=EMPTY_DICT + s("a") + tup(F8, i4(4096)) + SETITEM)), b"A" * 8)),
+        "float_dtype_with_object_flags": ("memory", np_array((1,), np_dtype("f8", dtype_state(flags=63)), b"A" * 8)),
+        "str_dtype_elsize_zero": ("memory", np_array((4,), np_dtype("U1", dtype_state(elsize=0, align=4, flags=8)),
+                                                     b"")),
+        "datetime_dtype": ("memory", np_array((1,), np_dtype("M8", tup(i4(4), s("<"), NONE, NONE, NONE, i4(-1),
+                                                                        i4(-1), i4(0), tup(NONE, tup(b_(b"s"), i4(1), i4(1), i4(1))))), b"A" * 8)),
+        "array_object_dtype_list_data": ("memory", np_array((1,), np_dtype("O8", dtype_state(order="|", flags=63)),
+                                                            b"")),
+        "array_buffer_shorter_than_shape": ("memory", np_array((1 << 20,), F8, b"A" * 8)),
+        "array_dtype_is_not_a_dtype": ("memory", call(g(NP, "_reconstruct"), g("numpy", "ndarray"), tup(i4(0)),
+                                                      b_(b"b")) + tup(i4(1), tup(i4(1)), i4(7), FALSE, b_(b"A")) + BUILD),
+        "dtype_state_set_twice": ("memory", np_array((1,), np_dtype("f8", dtype_state()) + dtype_state(elsize=64)
+                                                     + BUILD, b"A" * 8)),
+        "scalar_wrong_length": ("memory", call(g(NP, "scalar"), F8, b_(b"A" * 3))),
+        # 2. hangs
+        "zero_stride_2_62_elements": ("hang", iterate(direct_ndarray(1 << 62, np_dtype("u1", dtype_state("|")),
+                                                                     b"\0", tup(i4(0))))),
+        "ndarray_via_newobj": ("hang", g("numpy", "ndarray") + tup(tup(long_(1 << 62)),) + NEWOBJ),
+        "reconstruct_with_huge_shape": ("hang", call(g(NP, "_reconstruct"), g("numpy", "ndarray"),
+                                                     tup(long_(1 << 62)), b_(b"b"))),
+        "array_2_62_elements_empty_buffer": ("hang", iterate(np_array((1 << 62,), F8, b""))),
+        # 3. trust by spelling (each also tried with MMFIX_TRUSTED_GLOBALS naming it)
+        "spelled_torch_serialization_os_system": ("spelling", call(g("torch.serialization.os", "system"), t("spelled_torch_serialization_os_system"))),
+        "spelled_logger_os_system": ("spelling", call(g("mmengine.logging.logger.os", "system"), t("spelled_logger_os_system"))),
+        "pydoc_pipepager": ("spelling", call(g("pydoc", "pipepager"), s("x"), t("pydoc_pipepager"))),
+        "posixsubprocess_fork_exec": ("spelling", call(g("_posixsubprocess", "fork_exec"), t("posixsubprocess_fork_exec"))),
+        "ctypes_dlopen": ("spelling", call(g("_ctypes", "dlopen"), s("libc.so.6"), i4(0))),
+        "torch_hub_load": ("spelling", call(g("torch.hub", "load"), s("owner/repo"), s("model"))),
+        "io_open_write": ("spelling", call(g("io", "open"), m("io_open_write"), s("w"))),
+        "spelled_functools_partial_system": ("spelling", call(g("mmengine.utils.misc.functools", "partial"),
+                                                              g("posix", "system"), t("spelled_functools_partial_system"))),
+        # 4. replays that must stay bounded (a refused global first: stock stops there at once)
+        "tuple_dag_dict_key": ("replay", REFUSED_FIRST + b"0" + EMPTY_DICT + _dag_body(60) + s("v") + SETITEM),
+        "str_of_dag_in_persistent_id": ("replay", REFUSED_FIRST + b"0" + _dag_body(60) + b"Q"),
+        "huge_memo_index": ("replay", REFUSED_FIRST + b"0" + s("x") + LONG_BINPUT + struct.pack("<I", 0xFFFFFFF0)),
+        "deep_nesting": ("replay", REFUSED_FIRST + b"0" + EMPTY_LIST * 200_000 + b"a" * 199_999),
+        "huge_string_length": ("replay", REFUSED_FIRST + b"0" + b"X" + struct.pack("<I", 0xFFFFFFF0) + b"abc" + STOP),
+        "many_marks": ("replay", REFUSED_FIRST + b"0" + MARK * 300_000 + NONE),
+        # 6. class-level state
+        "history_buffer_mean_as_max": ("state", _hb(_hb_state(EMPTY_DICT + s("mean") + _hb_getattr("max")
+                                                              + SETITEM))),
+        "history_buffer_statistic_not_callable": ("state", _hb(_hb_state(EMPTY_DICT + s("mean") + i4(42)
+                                                                         + SETITEM))),
+        "history_buffer_new_statistic": ("state", _hb(_hb_state(EMPTY_DICT + s("evil") + _hb_getattr("min")
+                                                                + SETITEM))),
+        "history_buffer_called_with_args": ("state", call(g("mmengine.logging.history_buffer", "HistoryBuffer"),
+                                                          EMPTY_LIST, EMPTY_LIST, i4(5))),
+        "history_buffer_state_twice": ("state", _hb(_hb_state(EMPTY_DICT)) + _hb_state(
+            EMPTY_DICT + s("max") + _hb_getattr("min") + SETITEM) + BUILD),
+        # 7. all globals allowed, values refused (inspect must not say "loads")
+        "getattr_other_attribute": ("verdict", _hb_getattr("__init__")),
+        "getattr_on_numpy": ("verdict", getattr_(g("numpy", "dtype"), "__setstate__")),
+    }
+
+
+def write_zip_bombs(tmp: Path) -> dict[str, Path]:
+    """Zip directories that multiply work: damage to report quickly, never inflate."""
+    import zlib
+
+    out = {}
+    pkl = PROTO + EMPTY_DICT + s("x") + REFUSED_FIRST + SETITEM + STOP  # a refusal walks the refusal path
+    blob = zlib.compress(b"\0" * (16 << 20), 9)[2:-4]  # raw deflate: 16 MiB from ~16 KiB
+    crc = zlib.crc32(b"\0" * (16 << 20))
+
+    def local(name: str, data: bytes, method: int, size: int, crc_: int) -> bytes:
+        return struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0, method, 0, 0, crc_, len(data), size,
+                           len(name), 0) + name.encode() + data
+
+    def central(name: str, offset: int, csize: int, method: int, size: int, crc_: int) -> bytes:
+        return struct.pack("<4s6H3L5H2L", b"PK\x01\x02", 20, 20, 0, method, 0, 0, crc_, csize, size,
+                           len(name), 0, 0, 0, 0, 0, offset) + name.encode()
+
+    def archive(entries: list[tuple[str, int, int, int, int, int]], body: bytes) -> bytes:
+        cd = b"".join(central(*e) for e in entries)
+        eocd = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, len(entries) & 0xFFFF, len(entries) & 0xFFFF,
+                           len(cd), len(body), 0)
+        return body + cd + eocd
+
+    body = b""
+    small = []
+    for name, data in (("archive/data.pkl", pkl), ("archive/version", b"3\n"), ("archive/byteorder", b"little")):
+        small.append((name, len(body), len(data), 0, len(data), zlib.crc32(data)))
+        body += local(name, data, 0, len(data), zlib.crc32(data))
+    pkl_local = body  # everything before the compressed record
+    body += local("archive/data/0", blob, 8, 16 << 20, crc)
+    pkl_entry = small[0]
+    # One compressed record listed 20,000 times under different names (testzip inflates each).
+    many = small + [(f"archive/data/{i}", len(pkl_local), len(blob), 8, 16 << 20, crc) for i in range(20_000)]
+    (tmp / "zip_record_listed_20000_times.pth").write_bytes(archive(many, body))
+    out["zip_record_listed_20000_times"] = tmp / "zip_record_listed_20000_times.pth"
+    dup = small + [pkl_entry, ("archive/data/0", len(pkl_local), len(blob), 8, 16 << 20, crc)]
+    (tmp / "zip_duplicate_names.pth").write_bytes(archive(dup, body))
+    out["zip_duplicate_names"] = tmp / "zip_duplicate_names.pth"
+    # One record claiming 3 GiB of inflated data (its CRC would need all of it).
+    big = small + [("archive/data/0", len(pkl_local), len(blob), 8, 3 << 30, crc)]
+    (tmp / "zip_record_claims_3_gib.pth").write_bytes(archive(big, body))
+    out["zip_record_claims_3_gib"] = tmp / "zip_record_claims_3_gib.pth"
+    return out
+
+
+def build_crafted(tmp: Path) -> dict[str, tuple[str, Path]]:
+    """Every crafted file: name -> (class, path)."""
+    out = {name: (kind, write_checkpoint(tmp / f"{name}.pth", body))
+           for name, (kind, body) in crafted_bodies(tmp).items()}
+    out.update({name: ("zip", path) for name, path in write_zip_bombs(tmp).items()})
+    return out

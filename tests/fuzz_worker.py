@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import random
+import struct
 import sys
 import tempfile
 import time
@@ -53,8 +54,99 @@ def rebuild_zip(data: bytes, rng: random.Random, donor: bytes) -> bytes:
     return out.getvalue()
 
 
+INTERESTING_INTS = (-1, 0, 1, 2, 3, 4, 7, 8, 16, 63, 255, 1 << 16, 1 << 30, (1 << 31) - 1, -(1 << 31))
+INTERESTING_STRS = ("O8", "V8", "M8", "f8", "f4", "i8", "U3", "S0", "U0", "b1", "|", "<", ">", "=", "",
+                    "statistics_methods", "mean", "max", "min", "__init__", "__globals__", "latin1")
+
+
+def _ops(pkl: bytes) -> list[tuple[str, object, int, int]]:
+    """(opcode name, arg, start, end) for every opcode of a protocol-2 pickle."""
+    import pickletools
+
+    found = list(pickletools.genops(pkl))
+    ends = [pos for _, _, pos in found[1:]] + [len(pkl)]
+    return [(op.name, arg, pos, end) for (op, arg, pos), end in zip(found, ends)]
+
+
+def _with_pickle(data: bytes, pkl: bytes) -> bytes:
+    src = zipfile.ZipFile(io.BytesIO(data))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_STORED) as z:
+        for name in src.namelist():
+            z.writestr(name, pkl if name.endswith("data.pkl") else src.read(name))
+    return out.getvalue()
+
+
+def mutate_pickle(data: bytes, rng: random.Random, memo: bool) -> bytes:
+    """Numpy dtype/array states and HistoryBuffer states (values near a numpy or mmengine
+    global), or memo indices: re-encoded opcode by opcode, so the pickle stays well-formed."""
+    name = next(n for n in zipfile.ZipFile(io.BytesIO(data)).namelist() if n.endswith("data.pkl"))
+    pkl = zipfile.ZipFile(io.BytesIO(data)).read(name)
+    ops = _ops(pkl)
+    if memo:
+        targets = [o for o in ops if o[0] in ("BINPUT", "BINGET", "LONG_BINPUT", "LONG_BINGET")]
+    else:
+        near = [o[2] for o in ops if o[0] == "GLOBAL" and str(o[1]).startswith(("numpy", "mmengine"))]
+        targets = [o for o in ops if o[0] in ("BININT", "BININT1", "BININT2", "BINUNICODE", "NEWTRUE", "NEWFALSE",
+                                               "NONE") and any(0 < o[2] - p < 400 for p in near)]
+    for _ in range(rng.randint(1, 3)):
+        op_name, arg, start, end = rng.choice(targets)
+        if memo:
+            new = (b"j" + struct.pack("<I", rng.choice((0, 1, 5, 255, 256, 1 << 20, 0xFFFFFFF0)))
+                   if rng.random() < 0.5 else rng.choice((b"q", b"h")) + bytes([rng.randrange(256)]))
+        elif rng.random() < 0.5:
+            new = b"J" + struct.pack("<i", rng.choice(INTERESTING_INTS))
+        else:
+            text = rng.choice(INTERESTING_STRS).encode()
+            new = rng.choice((b"X" + struct.pack("<I", len(text)) + text, b"N", b"\x88", b"\x89", b")"))
+        pkl = pkl[:start] + new + pkl[end:]
+        ops = _ops_safe(pkl) or ops
+        targets = [o for o in targets if o[2] != start] or targets
+    return _with_pickle(data, pkl)
+
+
+def _ops_safe(pkl: bytes) -> list | None:
+    try:
+        return _ops(pkl)
+    except Exception:
+        return None
+
+
+def mutate_zip_directory(data: bytes, rng: random.Random) -> bytes:
+    """Central directory fields: offsets, sizes, methods, names (duplicates), entry counts."""
+    buf = bytearray(data)
+    eocd = buf.rfind(b"PK\x05\x06")
+    starts = [i for i in range(len(buf)) if buf.startswith(b"PK\x01\x02", i)]
+    for _ in range(rng.randint(1, 3)):
+        choice = rng.randrange(6)
+        at = rng.choice(starts)
+        if choice == 0:  # local header offset
+            struct.pack_into("<L", buf, at + 42, rng.choice((0, rng.randrange(len(buf)), 0xFFFFFFFF)))
+        elif choice == 1:  # compressed / uncompressed size
+            struct.pack_into("<L", buf, at + rng.choice((20, 24)), rng.choice((0, 1, len(buf), 1 << 31)))
+        elif choice == 2:  # compression method: deflate over stored bytes
+            struct.pack_into("<H", buf, at + 10, rng.choice((8, 12, 14, 99)))
+        elif choice == 3:  # a name copied from another entry (same length names only)
+            other = rng.choice(starts)
+            n1, n2 = struct.unpack_from("<H", buf, at + 28)[0], struct.unpack_from("<H", buf, other + 28)[0]
+            if n1 == n2:
+                buf[at + 46:at + 46 + n1] = buf[other + 46:other + 46 + n2]
+        elif choice == 4 and eocd >= 0:  # entry counts
+            n = rng.choice((0, 1, 0xFFFF, rng.randrange(1, 40)))
+            struct.pack_into("<HH", buf, eocd + 8, n, n)
+        elif eocd >= 0:  # central directory size / offset
+            struct.pack_into("<L", buf, eocd + rng.choice((12, 16)), rng.randrange(len(buf) + 64))
+    return bytes(buf)
+
+
 def mutate(data: bytes, rng: random.Random, donor: bytes) -> tuple[str, bytes]:
-    kind = rng.randrange(5)
+    kind = rng.randrange(10)  # half of the cases mutate the structures crafted files abuse
+    if kind in (5, 6):
+        return "numpy-state", mutate_pickle(data, rng, memo=False)
+    if kind == 7:
+        return "memo", mutate_pickle(data, rng, memo=True)
+    if kind in (8, 9):
+        return "zip-directory", mutate_zip_directory(data, rng)
     buf = bytearray(data)
     if kind == 0:
         for _ in range(rng.randint(1, 8)):
@@ -79,6 +171,7 @@ def main() -> None:
     import mmfix  # noqa: F401
     import torch
     from mmfix import CheckpointCorruptError, CheckpointRefusedError
+    from mmfix._inspect_checkpoint import inspect_checkpoint
 
     data = Path(source).read_bytes()
     donor = Path(donor_path).read_bytes()
@@ -91,6 +184,7 @@ def main() -> None:
             pass
     sys.addaudithook(audit)
     outcomes: dict[str, int] = {}
+    kinds: dict[str, int] = {}
     bad: list[dict] = []
     slowest = 0.0
     with tempfile.TemporaryDirectory() as tmp:
@@ -102,6 +196,11 @@ def main() -> None:
             start = time.perf_counter()
             LOADING[0] = True
             try:
+                if case % 5 == 0:
+                    try:  # the static reader of mmfix inspect, on the same file
+                        inspect_checkpoint(str(path))
+                    except CheckpointCorruptError:
+                        pass
                 torch.load(str(path) if case % 4 else io.BytesIO(blob))
                 outcome = "loaded"
             except (CheckpointCorruptError, CheckpointRefusedError) as exc:
@@ -113,7 +212,8 @@ def main() -> None:
                 LOADING[0] = False
             slowest = max(slowest, time.perf_counter() - start)
             outcomes[outcome] = outcomes.get(outcome, 0) + 1
-    print("FUZZ " + json.dumps({"outcomes": outcomes, "bad": bad[:20], "executed": executed,
+            kinds[kind] = kinds.get(kind, 0) + 1
+    print("FUZZ " + json.dumps({"outcomes": outcomes, "kinds": kinds, "bad": bad[:20], "executed": executed,
                                 "slowest_s": slowest}))
 
 

@@ -12,7 +12,7 @@ import re
 import sys
 from typing import Any, Callable
 
-from .. import _checkpoint_files, _importhooks, _log, _safe_globals, _settings, _wrapping
+from .. import _checkpoint_files, _importhooks, _log, _numpy_guard, _safe_globals, _settings, _wrapping
 from .._errors import CheckpointCorruptError, CheckpointError, CheckpointRefusedError
 
 NAME = "torch_load"
@@ -23,7 +23,8 @@ _REFUSED_PATTERNS = (
     re.compile(r"Unsupported global: GLOBAL (\S+)"),
     re.compile(r"Trying to load unsupported GLOBAL (\S+) whose module (\S+) is blocked"),
 )
-_STANDIN_REFUSAL = re.compile(r"mmfix: the checkpoint asks for (getattr\(.*?\));")
+_STANDIN_REFUSAL = re.compile(r"mmfix:\s*([^\n]+)")
+_TORCH_REASON = re.compile(r"WeightsUnpickler error:\s*([^\n]+)")
 _TRUE = ("1", "y", "yes", "true")
 
 
@@ -110,8 +111,9 @@ def _patched_load(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, .
     if settings.mmap and "mmap" not in kwargs and _cpu_target(args_list, kwargs) and _checkpoint_files.is_mappable(f):
         kwargs["mmap"] = True
 
+    mark = _numpy_guard.begin()
     try:
-        return wrapped(*args_list, **kwargs)
+        result = wrapped(*args_list, **kwargs)
     except CheckpointError:
         raise
     except pickle.UnpicklingError as exc:
@@ -131,6 +133,8 @@ def _patched_load(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, .
         # Damaged files fail in many ways (RuntimeError, EOFError, KeyError, struct.error,
         # MemoryError from an absurd length ...): if the file is the problem, say so.
         raise _corrupt_or(exc, f)
+    # numpy arrays arrive as vetted builders (see _numpy_guard): swap them in.
+    return _numpy_guard.resolve(result, mark, _safe_globals.trusted_types)
 
 
 def _cpu_target(args_list: list[Any], kwargs: dict[str, Any]) -> bool:
@@ -159,6 +163,8 @@ def _corrupt_or(exc: BaseException, f: Any) -> BaseException:
         except Exception:
             reason = None
     if reason is None:
+        reason = _failed_while_rebuilding(exc)
+    if reason is None:
         return exc
     source = _checkpoint_files.describe_source(f)
     error = CheckpointCorruptError(
@@ -169,6 +175,32 @@ def _corrupt_or(exc: BaseException, f: Any) -> BaseException:
     error.__cause__ = exc
     error.__suppress_context__ = True
     return error
+
+
+_REBUILD_ERRORS = (TypeError, ValueError, AttributeError, KeyError, IndexError, EOFError, OverflowError,
+                   LookupError)
+_TORCH_READERS = tuple(os.sep + os.path.join("torch", name) for name in (
+    "serialization.py", "_weights_only_unpickler.py", "_utils.py", "_tensor.py", "storage.py"))
+
+
+def _failed_while_rebuilding(exc: BaseException) -> str | None:
+    """A plain Python error raised by torch's own reading code (a persistent id of the wrong
+    shape, an allowed function given the wrong arguments, an undecodable record) means the
+    file does not describe what torch.save writes: it is damaged, whatever the static reading
+    missed. An error from the caller's code (a map_location function) is not the file's."""
+    innermost = None
+    tb = exc.__traceback__
+    while tb is not None:
+        innermost = tb.tb_frame.f_code.co_filename
+        tb = tb.tb_next
+    if innermost is None or not innermost.endswith(_TORCH_READERS):
+        return None
+    # torch's C++ tensor constructors raise RuntimeError for arguments of the wrong type; in
+    # serialization.py a RuntimeError is about this machine (a CUDA device it lacks), not the file.
+    rebuilding = innermost.endswith(_TORCH_READERS[2:4])
+    if not isinstance(exc, _REBUILD_ERRORS) and not (rebuilding and isinstance(exc, RuntimeError)):
+        return None
+    return f"its contents do not rebuild ({type(exc).__name__}: {str(exc)[:200]}); the file is damaged"
 
 
 _MINIZ = re.compile(r"PytorchStreamReader failed ([^:]*): (.*?)\. This is an internal miniz error")
@@ -208,19 +240,20 @@ def _refused_globals(message: str, f: Any) -> tuple[str, ...]:
 
 def _refused_error(f: Any, refused: tuple[str, ...], held: bool, exc: BaseException) -> CheckpointRefusedError:
     source = _checkpoint_files.describe_source(f)
-    hostile = [g for g in refused if _safe_globals.is_hostile(g)]
-    trustable = [g for g in refused if g not in hostile]
+    assessed = {g: _safe_globals.assess(g) for g in refused}
+    hostile = [g for g, (kind, _) in assessed.items() if kind == "hostile"]
+    trustable = [g for g, (kind, _) in assessed.items() if kind == "trustable"]
+    unvetted = [g for g, (kind, _) in assessed.items() if kind == "unvetted"]
     standin = _STANDIN_REFUSAL.search(str(exc))
     parts = [f"refused to load checkpoint {source}:"]
     if refused:
         parts.append(f"it needs globals that are not known to be safe: {', '.join(refused)}.")
     if standin:
-        parts.append(
-            f"It calls {standin.group(1)}, which mmfix's restricted getattr refuses (it resolves only "
-            "HistoryBuffer.min/max/current/mean, all that MMEngine writes)."
-        )
+        parts.append(f"mmfix's checks refuse a value in it: {standin.group(1).rstrip('.')}.")
+    torch_reason = _TORCH_REASON.search(str(exc))
     if not refused and not standin:
-        parts.append("the safe loader refused it (torch did not say which global).")
+        reason = f": {torch_reason.group(1).strip().rstrip('.')}" if torch_reason else " (it did not say why)"
+        parts.append(f"torch's safe loader refuses its structure{reason}.")
     held_note = (
         " (the caller asked for weights_only=False; mmfix held it to the safe loader, "
         "MMFIX_HOLD_WEIGHTS_ONLY=off lets it through)"
@@ -228,19 +261,28 @@ def _refused_error(f: Any, refused: tuple[str, ...], held: bool, exc: BaseExcept
         else ""
     )
     parts.append(f"It was loaded with weights_only=True{held_note}, which rebuilds tensors and plain data only.")
-    if hostile or standin:
-        named = ", ".join(hostile) if hostile else "That getattr call"
+    if hostile or standin or not refused:
+        named = "; ".join(f"{g} ({assessed[g][1]})" for g in hostile) if hostile else (
+            "Nothing MMEngine, numpy or torch writes looks like that")
         parts.append(
-            f"{named} can only serve to run commands or arbitrary code; no real checkpoint needs "
-            "that, so this file is very likely malicious: do not load it, and mmfix will not trust it."
+            f"{named}: no real checkpoint needs that, so this file is damaged or very likely malicious: "
+            "do not load it, and mmfix will not trust it."
         )
-    elif trustable:
-        parts.append(
-            "If you trust this file and where it came from, allow exactly these globals and load again: "
-            f"`export MMFIX_TRUSTED_GLOBALS={','.join(trustable)}` or, in Python before loading, "
-            f"`mmfix.trust_globals({', '.join(repr(g) for g in trustable)})`. "
-            "Trusting a global lets the file run that code while it loads: only do it for files you trust."
-        )
+    else:
+        if trustable:
+            parts.append(
+                "If you trust this file and where it came from, allow exactly these classes and load again: "
+                f"`export MMFIX_TRUSTED_GLOBALS={','.join(trustable)}` or, in Python before loading, "
+                f"`mmfix.trust_globals({', '.join(repr(g) for g in trustable)})`. "
+                "Trusting a class lets the file build it with any state: only do it for files you trust."
+            )
+        if unvetted:
+            parts.append(
+                "mmfix cannot vouch for "
+                + "; ".join(f"{g} ({assessed[g][1]})" for g in unvetted)
+                + ". If you trust the file, import the code that defines it and name it by its own "
+                "module.qualname in MMFIX_TRUSTED_GLOBALS; mmfix then checks the object itself before trusting it."
+            )
     error = CheckpointRefusedError(" ".join(parts), path=_checkpoint_files.path_of(f), globals_=refused)
     error.original = exc  # type: ignore[attr-defined]
     return error

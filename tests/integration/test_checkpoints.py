@@ -195,7 +195,8 @@ def custom_checkpoint(tmp_path: Path) -> Path:
 
 def test_refused_checkpoint_error_says_file_globals_and_how_to_trust(custom_checkpoint: Path) -> None:
     env = clean_env(PYTHONPATH=str(custom_checkpoint.parent))
-    proc = run_python(f"import mmfix, torch; torch.load({str(custom_checkpoint)!r})", env=env, check=False)
+    # The user's code defines the class (it is imported): mmfix checks the object and offers the line.
+    proc = run_python(f"import mmfix, torch, mymod; torch.load({str(custom_checkpoint)!r})", env=env, check=False)
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("mmfix._errors.CheckpointRefusedError: refused to load checkpoint")
@@ -203,6 +204,10 @@ def test_refused_checkpoint_error_says_file_globals_and_how_to_trust(custom_chec
     assert "export MMFIX_TRUSTED_GLOBALS=mymod.Custom" in last and "mmfix.trust_globals('mymod.Custom')" in last
     assert "only do it for files you trust" in last
     assert "malicious" not in last
+    # Not imported: mmfix never imports a module a file names, so it cannot vouch for it and offers no line.
+    proc = run_python(f"import mmfix, torch; torch.load({str(custom_checkpoint)!r})", env=env, check=False)
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "mymod.Custom" in last and "not imported" in last and "export MMFIX_TRUSTED_GLOBALS" not in last
     # both ways of trusting work
     ok_env = clean_env(PYTHONPATH=str(custom_checkpoint.parent), MMFIX_TRUSTED_GLOBALS="mymod.Custom")
     assert run_python(f"import mmfix, torch; print(torch.load({str(custom_checkpoint)!r})['obj'].v)",

@@ -1,0 +1,416 @@
+"""Reading a checkpoint's pickle without building anything it describes.
+
+Used where a file was refused or looks damaged, by auto-resume's checks and by
+``mmfix inspect``: all places that must never run, hash, print or allocate what
+an attacker wrote. The opcodes are parsed by ``pickletools.genops`` and executed
+on a symbolic stack of tokens: plain values stay plain (bytes and str, already
+read from the file), containers are lists of tokens (never hashed, so a tuple DAG
+used as a dict key costs nothing), globals and calls are records. Work and memory
+are linear in the number of opcodes, which is capped, as are the bytes read and
+the time spent; the memo is a dict, so a huge memo index allocates nothing.
+
+Besides the globals and storages, it checks statically what mmfix's stand-ins
+check at load time (numpy dtypes and arrays, getattr, HistoryBuffer statistics),
+with the same validators, so ``mmfix inspect`` gives the loader's verdict.
+"""
+from __future__ import annotations
+
+import _compat_pickle
+import gc
+import io
+import pickle
+import pickletools
+import re
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO
+
+from . import _numpy_guard
+
+MAX_OPS = 4_000_000
+MAX_BYTES = 64 << 20
+MAX_SECONDS = 20.0
+_MAX_PROBLEMS = 5
+_STATISTICS = ("min", "max", "current", "mean")
+_HISTORY_BUFFER = "mmengine.logging.history_buffer.HistoryBuffer"
+_RECONSTRUCT = {f"{m}._reconstruct" for m in ("numpy.core.multiarray", "numpy._core.multiarray")}
+_SCALAR = {f"{m}.scalar" for m in ("numpy.core.multiarray", "numpy._core.multiarray")}
+
+
+class PickleUnreadable(Exception):
+    """The pickle is damaged, or too large or complex to read within the bounds."""
+
+
+@dataclass(eq=False)
+class Global:
+    name: str
+
+
+@dataclass(eq=False)
+class Call:
+    func: Any
+    args: Any
+
+
+@dataclass(eq=False)
+class Dict:
+    items: list[tuple[Any, Any]] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class List:
+    items: list[Any] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class Storage:
+    pid: Any
+
+
+@dataclass(eq=False)
+class Dtype:
+    spec: str
+    itemsize: int = 0
+    built: bool = False
+
+
+@dataclass(eq=False)
+class Array:
+    built: bool = False
+
+
+@dataclass(eq=False)
+class Opaque:
+    what: str
+
+
+class _Mark:
+    pass
+
+
+_MARK = _Mark()
+
+
+@dataclass
+class Reading:
+    globals: Counter = field(default_factory=Counter)
+    storages: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    root: Any = None
+    ops: int = 0
+
+
+class _Limited:
+    """At most ``limit`` bytes of ``raw``; reading past it is the pickle's fault."""
+
+    def __init__(self, raw: BinaryIO, limit: int) -> None:
+        self._raw, self._left = raw, limit
+
+    def read(self, n: int = -1) -> bytes:
+        if n < 0 or n > self._left:
+            n = self._left + 1
+        data = self._raw.read(n)
+        self._left -= len(data)
+        if self._left < 0:
+            raise PickleUnreadable(f"its pickle is larger than {MAX_BYTES >> 20} MiB, more than mmfix reads")
+        return data
+
+    def readline(self, size: int = -1) -> bytes:
+        out = bytearray()
+        while not out.endswith(b"\n"):
+            c = self.read(1)
+            if not c:
+                break
+            out += c
+        return bytes(out)
+
+
+def read(stream: BinaryIO, reading: Reading | None = None, limit: int = MAX_BYTES) -> Reading:
+    """Read one pickle from ``stream`` (left just after its STOP)."""
+    reading = reading or Reading()
+    machine = _Machine(reading)
+    deadline = time.monotonic() + MAX_SECONDS
+    source: Any = stream if isinstance(stream, io.BytesIO) else _Limited(stream, limit)
+    # Hundreds of thousands of live tokens make every GC pass walk them all:
+    # quadratic time. Tokens only form cycles if the pickle makes them; collect after.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for opcode, arg, _pos in pickletools.genops(source):
+            reading.ops += 1
+            if reading.ops > MAX_OPS:
+                raise PickleUnreadable(f"its pickle has more than {MAX_OPS:,} opcodes, more than mmfix reads")
+            if not reading.ops & 0xFFFF and time.monotonic() > deadline:
+                raise PickleUnreadable(f"reading its pickle took more than {MAX_SECONDS:.0f} s")
+            machine.step(opcode.name, arg)
+            if opcode.name == "STOP":
+                break
+        else:
+            raise PickleUnreadable("its pickle ends without a STOP opcode (it is truncated)")
+    except PickleUnreadable:
+        raise
+    except (ValueError, IndexError, KeyError, TypeError, EOFError, UnicodeDecodeError, OverflowError,
+            MemoryError, RecursionError) as exc:
+        raise PickleUnreadable(f"its pickle is damaged ({type(exc).__name__}: {str(exc)[:200]})") from None
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return reading
+
+
+_PUSH_ARG = frozenset(("INT", "BININT", "BININT1", "BININT2", "LONG", "LONG1", "LONG4", "FLOAT", "BINFLOAT",
+                       "STRING", "BINSTRING", "SHORT_BINSTRING", "BINBYTES", "SHORT_BINBYTES", "BINBYTES8",
+                       "UNICODE", "BINUNICODE", "SHORT_BINUNICODE", "BINUNICODE8"))
+_PUT = frozenset(("PUT", "BINPUT", "LONG_BINPUT"))
+_GET = frozenset(("GET", "BINGET", "LONG_BINGET"))
+
+
+class _Machine:
+    def __init__(self, reading: Reading) -> None:
+        self.r = reading
+        self.stack: list[Any] = []
+        self.metastack: list[list[Any]] = []
+        self.memo: dict[int, Any] = {}
+
+    def problem(self, text: str) -> None:
+        if len(self.r.problems) < _MAX_PROBLEMS:
+            self.r.problems.append(text)
+
+    def pop_mark(self) -> list[Any]:
+        items = self.stack
+        if not self.metastack:
+            raise ValueError("MARK missing")
+        self.stack = self.metastack.pop()
+        return items
+
+    def step(self, name: str, arg: Any) -> None:  # noqa: C901 - one opcode a branch
+        stack = self.stack
+        if name in _PUSH_ARG:
+            stack.append(arg)
+        elif name in _PUT:
+            self.memo[arg] = stack[-1]
+        elif name in _GET:
+            stack.append(self.memo[arg])
+        elif name == "MARK":
+            self.metastack.append(stack)
+            self.stack = []
+        elif name in ("PROTO", "FRAME"):
+            return
+        elif name == "STOP":
+            self.r.root = stack.pop()
+        elif name == "BYTEARRAY8":
+            stack.append(Opaque("bytearray"))
+        elif name == "NONE":
+            stack.append(None)
+        elif name in ("NEWTRUE", "NEWFALSE"):
+            stack.append(name == "NEWTRUE")
+        elif name == "EMPTY_TUPLE":
+            stack.append(())
+        elif name == "EMPTY_LIST":
+            stack.append(List())
+        elif name == "EMPTY_DICT":
+            stack.append(Dict())
+        elif name == "EMPTY_SET":
+            stack.append(List())
+        elif name in ("TUPLE", "LIST", "DICT", "FROZENSET"):
+            items = self.pop_mark()
+            if name == "TUPLE":
+                value: Any = tuple(items)
+            elif name == "DICT":
+                value = Dict(list(zip(items[::2], items[1::2])))
+            else:
+                value = List(items)
+            self.stack.append(value)
+        elif name in ("TUPLE1", "TUPLE2", "TUPLE3"):
+            n = int(name[-1])
+            if len(stack) < n:
+                raise IndexError("stack underflow")
+            items = stack[-n:]
+            del stack[-n:]
+            stack.append(tuple(items))
+        elif name == "APPEND":
+            item = stack.pop()
+            self._append(stack[-1], [item])
+        elif name in ("APPENDS", "ADDITEMS"):
+            items = self.pop_mark()
+            self._append(self.stack[-1], items)
+        elif name == "SETITEM":
+            value, key = stack.pop(), stack.pop()
+            self._setitems(stack[-1], [key, value])
+        elif name == "SETITEMS":
+            items = self.pop_mark()
+            self._setitems(self.stack[-1], items)
+        elif name == "POP":
+            stack.pop()
+        elif name == "POP_MARK":
+            self.pop_mark()
+        elif name == "DUP":
+            stack.append(stack[-1])
+        elif name == "MEMOIZE":
+            self.memo[len(self.memo)] = stack[-1]
+        elif name == "GLOBAL":
+            module, _, attr = str(arg).partition(" ")
+            stack.append(self._global(module, attr))
+        elif name == "STACK_GLOBAL":
+            attr, module = stack.pop(), stack.pop()
+            if not isinstance(module, str) or not isinstance(attr, str):
+                raise TypeError("STACK_GLOBAL needs two strings")
+            stack.append(self._global(module, attr))
+        elif name == "INST":
+            module, _, attr = str(arg).partition(" ")
+            args = tuple(self.pop_mark())
+            self.stack.append(self._call(self._global(module, attr), args))
+        elif name == "OBJ":
+            items = self.pop_mark()
+            if not items:
+                raise IndexError("OBJ without a class")
+            self.stack.append(self._call(items[0], tuple(items[1:])))
+        elif name == "REDUCE":
+            args = stack.pop()
+            stack[-1] = self._call(stack[-1], args)
+        elif name in ("NEWOBJ", "NEWOBJ_EX"):
+            if name == "NEWOBJ_EX":
+                stack.pop()
+            args = stack.pop()
+            cls = stack.pop()
+            if isinstance(cls, Global) and cls.name == "numpy.ndarray":
+                self.problem("it calls numpy.ndarray(...) directly; numpy writes arrays through _reconstruct")
+            stack.append(Call(cls, args))
+        elif name == "BUILD":
+            state = stack.pop()
+            self._build(stack[-1], state)
+        elif name in ("PERSID", "BINPERSID"):
+            pid = arg if name == "PERSID" else stack.pop()
+            self._storage(pid)
+            stack.append(Storage(pid))
+        elif name in ("EXT1", "EXT2", "EXT4"):
+            self.problem("it uses the copyreg extension registry (EXT opcodes), which torch's loader refuses")
+            stack.append(Opaque("extension"))
+        elif name in ("NEXT_BUFFER", "READONLY_BUFFER"):
+            raise ValueError(f"{name} needs out-of-band buffers, which a checkpoint cannot have")
+        else:
+            raise ValueError(f"unknown opcode {name}")
+
+    def _global(self, module: str, attr: str) -> Global:
+        if (module, attr) in _compat_pickle.NAME_MAPPING:
+            module, attr = _compat_pickle.NAME_MAPPING[(module, attr)]
+        elif module in _compat_pickle.IMPORT_MAPPING:
+            module = _compat_pickle.IMPORT_MAPPING[module]
+        name = f"{module}.{attr}"
+        self.r.globals[name] += 1
+        return Global(name)
+
+    def _append(self, target: Any, items: list[Any]) -> None:
+        if isinstance(target, List):
+            target.items.extend(items)
+        elif not isinstance(target, (Call, Opaque)):
+            raise TypeError(f"APPEND to a {type(target).__name__}")
+
+    def _setitems(self, target: Any, items: list[Any]) -> None:
+        if len(items) % 2:
+            raise IndexError("odd number of items for SETITEMS")
+        if isinstance(target, Dict):
+            target.items.extend(zip(items[::2], items[1::2]))
+        elif not isinstance(target, (Call, Opaque)):
+            raise TypeError(f"SETITEM on a {type(target).__name__}")
+
+    def _storage(self, pid: Any) -> None:
+        if isinstance(pid, tuple) and len(pid) >= 5 and pid[0] == "storage":
+            _, storage_type, key, location, numel = pid[:5]
+            type_name = storage_type.name if isinstance(storage_type, Global) else type(storage_type).__name__
+            self.r.storages.append({
+                "key": label(key),
+                "location": label(location),
+                "type": type_name.rsplit(".", 1)[-1],
+                "numel": numel if type(numel) is int else None,
+            })
+
+    # What mmfix's stand-ins would say at load time, said without building anything.
+    def _call(self, func: Any, args: Any) -> Any:
+        name = func.name if isinstance(func, Global) else None
+        try:
+            if name == "_codecs.encode":
+                if isinstance(args, tuple) and len(args) == 2 and isinstance(args[0], str) and args[1] == "latin1":
+                    return args[0].encode("latin-1")
+            elif name == "numpy.dtype":
+                spec = _numpy_guard.check_dtype_args(args)
+                size = int(re.sub(r"\D", "", spec))
+                return Dtype(spec, size * 4 if spec[0] == "U" else size)
+            elif name in _RECONSTRUCT:
+                if not (isinstance(args, tuple) and len(args) == 3 and isinstance(args[0], Global)
+                        and args[0].name == "numpy.ndarray"):
+                    raise _numpy_guard._refuse("_reconstruct is not called as numpy writes it")
+                _numpy_guard.check_reconstruct_args(args, args[0])
+                return Array()
+            elif name == _HISTORY_BUFFER:
+                self.problem("it calls HistoryBuffer(...) with arguments; MMEngine writes it as an empty object "
+                             "plus its state")
+            elif name in _SCALAR:
+                if not (isinstance(args, tuple) and len(args) == 2 and isinstance(args[0], Dtype)
+                        and isinstance(args[1], bytes)):
+                    raise _numpy_guard._refuse("a numpy scalar is not written as (dtype, bytes)")
+                if len(args[1]) != args[0].itemsize:
+                    raise _numpy_guard._refuse(f"a {args[0].spec} scalar has {len(args[1])} bytes")
+            elif name == "numpy.ndarray":
+                raise _numpy_guard._refuse("the file calls numpy.ndarray(...) directly")
+            elif name == "builtins.getattr":
+                if not (isinstance(args, tuple) and len(args) == 2 and isinstance(args[0], Global)
+                        and args[0].name == _HISTORY_BUFFER and args[1] in _STATISTICS):
+                    self.problem("it calls getattr on something other than HistoryBuffer.min/max/current/mean, "
+                                 "which mmfix's restricted getattr refuses")
+                    return Opaque("getattr")
+                return Call(func, args)
+        except pickle.UnpicklingError as exc:
+            self.problem(str(exc).removeprefix("mmfix: "))
+            return Opaque("refused")
+        return Call(func, args)
+
+    def _build(self, inst: Any, state: Any) -> None:
+        try:
+            if isinstance(inst, Dtype):
+                if inst.built:
+                    raise _numpy_guard._refuse("a dtype is built twice")
+                _numpy_guard.check_dtype_state(inst.spec, state)
+                inst.built = True
+            elif isinstance(inst, Array):
+                if inst.built:
+                    raise _numpy_guard._refuse("an array is built twice")
+                if not (isinstance(state, tuple) and len(state) == 5 and isinstance(state[2], Dtype)):
+                    raise _numpy_guard._refuse("an array's state has no numpy dtype")
+                _numpy_guard.check_array_state(state, state[2].itemsize)
+                inst.built = True
+            elif isinstance(inst, Call) and isinstance(inst.func, Global) and inst.func.name == _HISTORY_BUFFER:
+                self._history_buffer_state(state)
+        except pickle.UnpicklingError as exc:
+            self.problem(str(exc).removeprefix("mmfix: "))
+
+    def _history_buffer_state(self, state: Any) -> None:
+        methods = None
+        if isinstance(state, Dict):
+            methods = next((v for k, v in state.items if k == "statistics_methods"), None)
+        if methods is None:
+            return
+        entries = methods.items if isinstance(methods, Dict) else [(None, methods)]
+        for key, value in entries:
+            ok = (isinstance(value, Call) and isinstance(value.func, Global) and value.func.name == "builtins.getattr"
+                  and isinstance(value.args, tuple) and len(value.args) == 2 and isinstance(key, str)
+                  and value.args[1] == key)
+            if not ok:
+                self.problem(f"it maps the HistoryBuffer statistic {key!r} to something other than the method of "
+                             "that name; a load must not change what other buffers compute")
+
+
+def label(value: Any) -> str:
+    """A short text for a token, without ever printing attacker structures."""
+    if isinstance(value, str):
+        return value[:200]
+    if type(value) is int and value.bit_length() < 64 or isinstance(value, (bool, float, type(None))):
+        return str(value)
+    return f"<{type(value).__name__.lower()}>"
+
+
+def top_level_keys(root: Any) -> list[str] | None:
+    if isinstance(root, Dict):
+        return [label(k) for k, _ in root.items[:10_000]]
+    return None

@@ -1,0 +1,161 @@
+"""Loads crafted checkpoints, each in its own forked process, through every loader.
+
+    python crafted_worker.py mmfix|stock FILE [FILE ...]
+
+torch, MMEngine (and mmfix) are imported once; each file then gets a fresh fork
+with a 4 GiB address-space limit and a 30 s alarm (SIGALRM's default action ends
+the process even inside C code that ignores Ctrl-C). The child loads the file
+through each loader and reports, per loader, the exception type and message, and
+whether anything acted: an audit hook records process, exec/compile, dlopen,
+socket and file-writing events, and the HistoryBuffer class registry is compared
+before and after. One JSON line per file: {"file", "status", "results"}.
+"""
+from __future__ import annotations
+
+import encodings.cp437  # noqa: F401 - zipfile decodes names with it; imported before anything is watched
+import encodings.latin_1  # noqa: F401
+import json
+import os
+import resource
+import signal
+import sys
+import tempfile
+
+MODE = sys.argv[1]
+FILES = sys.argv[2:]
+LIMIT_AS = 4 << 30
+TIMEOUT_S = 30
+ACT_EVENTS = ("os.system", "subprocess.Popen", "os.exec", "os.spawn", "os.posix_spawn", "os.fork", "os.forkpty",
+              "exec", "compile", "ctypes.dlopen", "ctypes.dlsym", "socket.connect", "socket.bind", "os.remove",
+              "os.rename", "shutil.rmtree", "webbrowser.open", "pty.spawn")
+
+if MODE == "stock":
+    os.environ["MMFIX_DISABLE"] = "1"
+else:
+    os.environ.pop("MMFIX_DISABLE", None)
+    import mmfix  # noqa: F401
+
+import torch  # noqa: E402
+from mmengine.logging.history_buffer import HistoryBuffer  # noqa: E402
+from mmengine.runner import CheckpointLoader, load_checkpoint  # noqa: E402
+
+_g = {"__name__": "mmengine.runner.checkpoint", "torch": torch}
+exec("def as_mmengine(f):\n    return torch.load(f, map_location='cpu', weights_only=False)", _g)
+as_mmengine = _g["as_mmengine"]
+
+
+def _resume(path: str) -> None:
+    from mmengine.runner import Runner
+
+    runner = object.__new__(Runner)
+    Runner.resume(runner, path)
+
+
+def _auto_resume_check(path: str) -> None:
+    if MODE == "stock":
+        return
+    from mmfix.patches.resume_fallback import unreadable_reason
+
+    unreadable_reason(path)
+
+
+def _inspect(path: str) -> None:
+    if MODE == "stock":
+        return
+    from mmfix._inspect_checkpoint import format_report, inspect_checkpoint
+
+    report = inspect_checkpoint(path)
+    text = format_report(report)
+    verdict = text.splitlines()[-1]
+    raise _Verdict(verdict, report["loadable_with_weights_only"], report.get("trust_line"))
+
+
+class _Verdict(Exception):
+    pass
+
+
+LOADERS = {
+    "torch.load": lambda p: torch.load(p),
+    "torch.load(weights_only=True)": lambda p: torch.load(p, weights_only=True),
+    "held weights_only=False (MMEngine)": as_mmengine,
+    "load_checkpoint": lambda p: load_checkpoint(torch.nn.Linear(1, 1), p),
+    "CheckpointLoader": lambda p: CheckpointLoader.load_checkpoint(p),
+    "Runner.resume": _resume,
+    "auto-resume check": _auto_resume_check,
+    "mmfix inspect": _inspect,
+}
+if MODE == "stock":
+    LOADERS = {"torch.load(weights_only=True)": LOADERS["torch.load(weights_only=True)"]}
+
+
+def child(path: str, out_fd: int) -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (LIMIT_AS, LIMIT_AS))
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    signal.alarm(TIMEOUT_S)
+    acted: list[str] = []
+    watching = [False]
+
+    def audit(event: str, args: tuple) -> None:
+        if not watching[0]:
+            return
+        if event in ACT_EVENTS or (event == "open" and len(args) > 1 and isinstance(args[1], str)
+                                   and any(c in args[1] for c in "wax+")):
+            acted.append(f"{event} {str(args)[:120]}")
+
+    sys.addaudithook(audit)
+    registry = dict(HistoryBuffer._statistics_methods)
+    results = {}
+    for name, load in LOADERS.items():
+        watching[0] = True
+        try:
+            load(path)
+            outcome = ["loaded", ""]
+        except _Verdict as verdict:
+            outcome = ["verdict", str(verdict.args[0]), verdict.args[1], verdict.args[2]]
+        except BaseException as exc:  # noqa: BLE001 - every outcome is reported
+            outcome = [type(exc).__name__, str(exc)[:2000]]
+        finally:
+            watching[0] = False
+        results[name] = outcome
+    changed = dict(HistoryBuffer._statistics_methods) != registry
+    os.write(out_fd, json.dumps({"results": results, "acted": acted, "class_state_changed": changed}).encode())
+    os._exit(0)
+
+
+def main() -> None:
+    # Warm up lazy imports (their code runs once, as any import's does) before anything is watched.
+    with tempfile.TemporaryDirectory() as tmp:
+        warm = os.path.join(tmp, "warm.pth")
+        torch.save({"a": torch.ones(1)}, warm)
+        for load in LOADERS.values():
+            try:
+                load(warm)
+            except BaseException:  # noqa: BLE001
+                pass
+    for path in FILES:
+        read_fd, write_fd = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(read_fd)
+            try:
+                child(path, write_fd)
+            finally:
+                os._exit(3)
+        os.close(write_fd)
+        chunks = []
+        while chunk := os.read(read_fd, 1 << 16):
+            chunks.append(chunk)
+        os.close(read_fd)
+        _, status = os.waitpid(pid, 0)
+        if os.WIFSIGNALED(status):
+            sig = os.WTERMSIG(status)
+            state = "hang" if sig == signal.SIGALRM else f"killed by {signal.Signals(sig).name}"
+            print(json.dumps({"file": path, "status": state, "results": {}}), flush=True)
+            continue
+        data = json.loads(b"".join(chunks) or b"{}")
+        print(json.dumps({"file": path, "status": "ok" if data else f"exit {os.WEXITSTATUS(status)}", **data}),
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()
