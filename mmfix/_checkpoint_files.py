@@ -12,6 +12,8 @@ import zipfile
 import zlib
 from typing import Any
 
+from ._pickle_reader import PickleUnreadable
+
 ZIP_MAGIC = b"PK\x03\x04"
 # torch's legacy (pre-1.6) format starts with the pickled magic number
 # 0x1950a86a20f9469cfc6c, protocol 2.
@@ -184,7 +186,9 @@ def diagnose(f: Any, deep: bool = False) -> str | None:
 
     try:
         return consistency_problem(f)
-    except Exception as exc:  # the inert replay itself failed: the pickle is damaged
+    except PickleUnreadable as exc:
+        return str(exc)
+    except Exception as exc:  # the static reading itself failed: the container is damaged
         return f"its pickle is damaged ({type(exc).__name__}: {exc})"
 
 

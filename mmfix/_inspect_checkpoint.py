@@ -115,9 +115,26 @@ def _replay_file(source: Any, reading: _pickle_reader.Reading, record_sizes: dic
             fh.close()
 
 
+_last: tuple[tuple[Any, ...], tuple[_pickle_reader.Reading, dict[str, int]]] | None = None
+
+
 def _replay_source(source: Any) -> tuple[_pickle_reader.Reading, dict[str, int]]:
     """Read a path or a seekable file statically: (reading, storage record sizes);
-    a file object is left rewound."""
+    a file object is left rewound. A refusal reads a file twice (is it damaged? which
+    globals?): the same unchanged path is read once."""
+    global _last
+    if isinstance(source, (str, os.PathLike)):
+        st = os.stat(source)
+        key = (os.path.realpath(source), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        if _last is not None and _last[0] == key:
+            return _last[1]
+        result = _replay_uncached(source)
+        _last = (key, result)
+        return result
+    return _replay_uncached(source)
+
+
+def _replay_uncached(source: Any) -> tuple[_pickle_reader.Reading, dict[str, int]]:
     if not isinstance(source, (str, os.PathLike)):
         source.seek(0)
     head = _checkpoint_files.read_head(source)

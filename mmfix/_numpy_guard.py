@@ -159,6 +159,14 @@ class ArrayBuilder:
         # Real arrays are unhashable: refuse as cleanly as torch refuses a global.
         raise _refuse("a numpy array is used as a dict key or set member")
 
+    # What torch's allowed callables may do with an array (``set()`` iterates it): the
+    # vetted array, whose size the file's own bytes bound.
+    def __iter__(self) -> Any:
+        return iter(self.built())
+
+    def __len__(self) -> int:
+        return len(self.built())
+
     def __setstate__(self, state: Any) -> None:
         import numpy as np
 

@@ -28,7 +28,7 @@ from typing import Any, BinaryIO
 
 from . import _numpy_guard
 
-MAX_OPS = 4_000_000
+MAX_OPS = 1_000_000  # ~50x the opcodes of a large MMEngine checkpoint's pickle
 MAX_BYTES = 64 << 20
 MAX_SECONDS = 20.0
 _MAX_PROBLEMS = 5

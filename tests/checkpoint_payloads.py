@@ -216,7 +216,7 @@ def crafted_bodies(tmp: Path) -> dict[str, tuple[str, bytes]]:
     those that could act create ``tmp/marker_<name>`` if they ever run."""
     m = lambda name: s(str(tmp / f"marker_{name}"))  # noqa: E731
     t = lambda name: s(f"touch {tmp / f'marker_{name}'}")  # noqa: E731
-    iterate = lambda arr: call(g("builtins", "set"), tup(arr))  # noqa: E731 - iterate, as torch allows
+    iterate = lambda arr: call(g("builtins", "set"), arr)  # noqa: E731 - iterate, as torch allows
     return {
         # 1. memory corruption through numpy's dtype.__setstate__ (the critical finding) and its variants
         "object_dtype_flags_cleared_direct": ("memory", iterate(direct_ndarray(1, OBJ_NO_FLAGS, b"A" * 8))),

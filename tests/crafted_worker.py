@@ -2,11 +2,11 @@
 
     python crafted_worker.py mmfix|stock FILE [FILE ...]
 
-torch, MMEngine (and mmfix) are imported once; each file then gets a fresh fork
+torch, MMEngine (and mmfix) are imported once; each load then gets a fresh fork
 with a 4 GiB address-space limit and a 30 s alarm (SIGALRM's default action ends
-the process even inside C code that ignores Ctrl-C). The child loads the file
-through each loader and reports, per loader, the exception type and message, and
-whether anything acted: an audit hook records process, exec/compile, dlopen,
+the process even inside C code that ignores Ctrl-C). Each (file, loader) pair
+runs in its own fork, which reports the exception type and message, and whether
+anything acted: an audit hook records process, exec/compile, dlopen,
 socket and file-writing events, and the HistoryBuffer class registry is compared
 before and after. One JSON line per file: {"file", "status", "results"}.
 """
@@ -88,7 +88,7 @@ if MODE == "stock":
     LOADERS = {"torch.load(weights_only=True)": LOADERS["torch.load(weights_only=True)"]}
 
 
-def child(path: str, out_fd: int) -> None:
+def child(path: str, loader: str, out_fd: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (LIMIT_AS, LIMIT_AS))
     signal.signal(signal.SIGALRM, signal.SIG_DFL)
     signal.alarm(TIMEOUT_S)
@@ -104,22 +104,41 @@ def child(path: str, out_fd: int) -> None:
 
     sys.addaudithook(audit)
     registry = dict(HistoryBuffer._statistics_methods)
-    results = {}
-    for name, load in LOADERS.items():
-        watching[0] = True
-        try:
-            load(path)
-            outcome = ["loaded", ""]
-        except _Verdict as verdict:
-            outcome = ["verdict", str(verdict.args[0]), verdict.args[1], verdict.args[2]]
-        except BaseException as exc:  # noqa: BLE001 - every outcome is reported
-            outcome = [type(exc).__name__, str(exc)[:2000]]
-        finally:
-            watching[0] = False
-        results[name] = outcome
+    watching[0] = True
+    try:
+        LOADERS[loader](path)
+        outcome = ["loaded", ""]
+    except _Verdict as verdict:
+        outcome = ["verdict", str(verdict.args[0]), verdict.args[1], verdict.args[2]]
+    except BaseException as exc:  # noqa: BLE001 - every outcome is reported
+        outcome = [type(exc).__name__, str(exc)[:2000]]
+    finally:
+        watching[0] = False
     changed = dict(HistoryBuffer._statistics_methods) != registry
-    os.write(out_fd, json.dumps({"results": results, "acted": acted, "class_state_changed": changed}).encode())
+    os.write(out_fd, json.dumps({"result": outcome, "acted": acted, "class_state_changed": changed}).encode())
     os._exit(0)
+
+
+def in_fork(path: str, loader: str) -> dict:
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_fd)
+        try:
+            child(path, loader, write_fd)
+        finally:
+            os._exit(3)
+    os.close(write_fd)
+    chunks = []
+    while chunk := os.read(read_fd, 1 << 16):
+        chunks.append(chunk)
+    os.close(read_fd)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        return {"status": f"{loader}: " + ("hang" if sig == signal.SIGALRM else f"killed by {signal.Signals(sig).name}")}
+    data = json.loads(b"".join(chunks) or b"{}")
+    return {"status": "ok", **data} if data else {"status": f"{loader}: exit {os.WEXITSTATUS(status)}"}
 
 
 def main() -> None:
@@ -133,28 +152,16 @@ def main() -> None:
             except BaseException:  # noqa: BLE001
                 pass
     for path in FILES:
-        read_fd, write_fd = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            os.close(read_fd)
-            try:
-                child(path, write_fd)
-            finally:
-                os._exit(3)
-        os.close(write_fd)
-        chunks = []
-        while chunk := os.read(read_fd, 1 << 16):
-            chunks.append(chunk)
-        os.close(read_fd)
-        _, status = os.waitpid(pid, 0)
-        if os.WIFSIGNALED(status):
-            sig = os.WTERMSIG(status)
-            state = "hang" if sig == signal.SIGALRM else f"killed by {signal.Signals(sig).name}"
-            print(json.dumps({"file": path, "status": state, "results": {}}), flush=True)
-            continue
-        data = json.loads(b"".join(chunks) or b"{}")
-        print(json.dumps({"file": path, "status": "ok" if data else f"exit {os.WEXITSTATUS(status)}", **data}),
-              flush=True)
+        row: dict = {"file": path, "status": "ok", "results": {}, "acted": [], "class_state_changed": False}
+        for loader in LOADERS:  # each file through each loader in its own process
+            one = in_fork(path, loader)
+            if one["status"] != "ok":
+                row["status"] = one["status"]
+                continue
+            row["results"][loader] = one["result"]
+            row["acted"] += one["acted"]
+            row["class_state_changed"] |= one["class_state_changed"]
+        print(json.dumps(row), flush=True)
 
 
 if __name__ == "__main__":

@@ -355,3 +355,47 @@ def test_inspect_real_runner_checkpoint(trained: Path) -> None:
     assert names["builtins.getattr"] is True
     assert report["size_bytes"] == path.stat().st_size
     assert sum(s["bytes"] for s in report["storages"]) == report["devices"]["cpu"]["bytes"] > 0
+
+
+@pytest.mark.parametrize("name", ["runner_numpy1.pth", "runner_numpy2.pth"])
+def test_real_checkpoints_load_the_same_on_every_path_through_the_numpy_stand_ins(name: str) -> None:
+    # The safe loader (numpy through validating stand-ins, guarded HistoryBuffer) gives exactly
+    # what stock torch's weights_only=False gives, on every loader, and changes no class state.
+    code = f"""
+import copy, pickle, mmfix, torch, numpy as np
+from mmengine.logging.history_buffer import HistoryBuffer
+from mmengine.runner import CheckpointLoader, load_checkpoint
+from mmengine.runner.checkpoint import _load_checkpoint
+path = {str(FIXTURES / name)!r}
+mmfix.disable()
+reference = torch.load(path, weights_only=False)  # stock: its __setstate__ fills the class registry
+mmfix.enable()
+registry = dict(HistoryBuffer._statistics_methods)
+def same(a, b):
+    if isinstance(a, dict):
+        return type(a) is type(b) and list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, HistoryBuffer):
+        return type(b) is HistoryBuffer and same(vars(a), vars(b)) and a.mean() == b.mean()
+    if isinstance(a, np.ndarray):
+        return type(b) is np.ndarray and a.dtype == b.dtype and a.flags.writeable == b.flags.writeable and np.array_equal(a, b)
+    if isinstance(a, np.generic):
+        return type(a) is type(b) and a == b
+    if isinstance(a, torch.Tensor):
+        return torch.equal(a, b)
+    return a == b
+loads = {{
+    "torch.load": torch.load(path),
+    "CheckpointLoader": CheckpointLoader.load_checkpoint(path),
+    "_load_checkpoint": _load_checkpoint(path),
+}}
+for label, ckpt in loads.items():
+    assert same(reference, ckpt), label
+    buf = ckpt["message_hub"]["log_scalars"]["train/loss"]
+    buf.update(1.0)  # a loaded buffer keeps working, and pickles/copies as MMEngine's own
+    assert type(copy.deepcopy(buf)) is HistoryBuffer and pickle.loads(pickle.dumps(buf)).mean() == buf.mean()
+assert dict(HistoryBuffer._statistics_methods) == registry
+print("same")
+"""
+    assert run_python(code).stdout.strip().splitlines()[-1] == "same"
