@@ -13,6 +13,7 @@ import sys
 from typing import Any, Callable
 
 from .. import _checkpoint_files, _importhooks, _log, _safe_globals, _settings, _wrapping
+from .. import _shared_load  # issue 14: one host copy per node (the hook below)
 from .._errors import CheckpointCorruptError, CheckpointError, CheckpointRefusedError
 
 NAME = "torch_load"
@@ -107,11 +108,12 @@ def _patched_load(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, .
                 key="held-weights-only",
             )
 
-    if settings.mmap and "mmap" not in kwargs and _cpu_target(args_list, kwargs) and _checkpoint_files.is_mappable(f):
-        kwargs["mmap"] = True
+    # --- issue 14 hook: MMFIX_MMAP (auto: ranks of a node share one sealed copy); see mmfix/_shared_load.py
+    load = _shared_load.loader(wrapped, f, kwargs, settings.mmap, _cpu_target(args_list, kwargs))
+    # --- end of issue 14 hook
 
     try:
-        return wrapped(*args_list, **kwargs)
+        return load(*args_list, **kwargs)
     except CheckpointError:
         raise
     except pickle.UnpicklingError as exc:
