@@ -122,6 +122,13 @@ def _maps(fd: int, size: int) -> bool:
 
 
 def _load_shared(wrapped: Callable[..., Any], path: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    import torch.serialization
+
+    options = getattr(torch.serialization, "get_default_mmap_options", lambda: mmap.MAP_PRIVATE)()
+    if options != mmap.MAP_PRIVATE:
+        # set_default_mmap_options(MAP_SHARED): a shared writable mapping of a sealed segment is
+        # refused, and would not be private to the rank anyway
+        return wrapped(*args, **kwargs)
     try:
         fd = _segment_for(path)
     except Exception as exc:  # sharing is an optimisation: never fail a load over it
@@ -148,7 +155,10 @@ def _segment_for(path: str) -> int | None:
         _log.info("this system has no memfd / abstract sockets / /proc: each rank reads its own copy of "
                   "checkpoints", key="shared-load-unsupported")
         return None
-    src = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        src = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None  # torch.load raises its own FileNotFoundError / PermissionError
     try:
         st = os.fstat(src)
         if not stat.S_ISREG(st.st_mode):

@@ -104,19 +104,25 @@ dist.init_process_group("gloo")
 path = sys.argv[1]
 kind = sys.argv[2]
 if kind == "unmappable":
-    # No filesystem here refuses mmap (FUSE needs a server, and /dev/fuse is not usable), so
-    # the refusal such a filesystem gives (ENODEV) is simulated at the mmap call.
+    # No filesystem here refuses mmap (FUSE needs a server this machine lacks), so the refusal
+    # such a filesystem gives (ENODEV) is simulated at Python's mmap call, the probe mmfix makes
+    # before it lets torch map anything: here every mapping fails, the file and the shared
+    # segment alike.
     import errno, mmap
     real = mmap.mmap
     def refusing(fd, *a, **k):
         raise OSError(errno.ENODEV, "No such device")
     mmap.mmap = refusing
 source = io.BytesIO(open(path, "rb").read()) if kind == "buffer" else path
-ckpt = torch.load(source)
+if kind == "mmengine":  # what load_checkpoint / load_from / Runner.resume call
+    from mmengine.runner.checkpoint import _load_checkpoint
+    ckpt = _load_checkpoint(source)
+else:
+    ckpt = torch.load(source)
 maps = open("/proc/self/maps").read()
 before = {k: v.clone() for k, v in ckpt.items()}
 dist.barrier()
-if int(os.environ["LOCAL_RANK"]) == 0 and kind in ("zip", "legacy"):
+if int(os.environ["LOCAL_RANK"]) == 0 and kind in ("zip", "legacy", "mmengine"):
     with open(path, "r+b") as fh:
         fh.write(os.urandom(os.path.getsize(path)))
     os.truncate(path, 100)
@@ -155,6 +161,10 @@ def test_plain_torch_load_in_workers_shares_and_survives_the_file_changing(tmp_p
     assert all(r["shared"] and not r["file_mapped"] and r["same"] for r in results), results
     assert all(r["sum"] == pytest.approx(total) for r in results)
     assert log.count("the 3 ranks of this node share one sealed in-memory copy") == 1  # said once, by the reader
+    total = save(tmp_path / "w.pth")
+    results, log = workers(tmp_path, tmp_path / "w.pth", "mmengine", nproc=2)
+    assert all(r["shared"] and not r["file_mapped"] and r["same"] for r in results), results
+    assert all(r["sum"] == pytest.approx(total) for r in results)
 
 
 def test_legacy_format_falls_back_to_plain_reads(tmp_path: Path) -> None:
