@@ -137,6 +137,10 @@ def _load_shared(wrapped: Callable[..., Any], path: str, args: tuple[Any, ...], 
         fd = None
     if fd is None:
         return wrapped(*args, **kwargs)
+    # rank 0 says it, reader or not (MMEngine's logger shows other ranks' errors only)
+    _log.info(f"the ranks of this node load {path!r} from one sealed in-memory copy "
+              f"({os.fstat(fd).st_size / 2**20:.0f} MiB) instead of one copy each; the file itself is not "
+              "used once loaded (MMFIX_MMAP=0 turns this off)", key="shared-load")
     segment = f"/proc/self/fd/{fd}"
     if args:
         args = (segment, *args[1:])
@@ -211,9 +215,6 @@ def _lead(sock: socket.socket, src: int, size: int, path: str) -> int | None:
         _serving.append((sock, served))
     threading.Thread(target=_serve, args=(sock, served, size, expected), name="mmfix-shared-load",
                      daemon=True).start()
-    _log.info(f"the {expected + 1} ranks of this node share one sealed in-memory copy of {path!r} "
-              f"({size / 2**20:.0f} MiB) instead of one each; the file itself is no longer used once "
-              "loaded (MMFIX_MMAP=0 turns this off)", key="shared-load", all_ranks=True)
     return fd
 
 

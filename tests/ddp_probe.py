@@ -112,15 +112,18 @@ def _optimizer_state_backing(runner, path: str) -> dict[str, bool]:
         for line in fh:
             fields = line.split(maxsplit=5)
             start, end = (int(x, 16) for x in fields[0].split("-"))
-            regions.append((start, end, fields[5].strip() if len(fields) > 5 else ""))
-    found = {"tensors": 0, "memfd": False, "file": False}
+            regions.append((start, end, fields[5].strip() if len(fields) > 5 else "", int(fields[4])))
+    # segment: the inode of mmfix's segment, the same in every rank that shares it
+    found = {"tensors": 0, "memfd": False, "file": False, "segment": 0}
     for state in runner.optim_wrapper.optimizer.state.values():
         for value in state.values():
             if isinstance(value, torch.Tensor) and value.numel():
                 found["tensors"] += 1
                 ptr = value.data_ptr()
-                for start, end, name in regions:
+                for start, end, name, inode in regions:
                     if start <= ptr < end:
-                        found["memfd"] |= "memfd:mmfix-checkpoint" in name
+                        if "memfd:mmfix-checkpoint" in name:
+                            found["memfd"] = True
+                            found["segment"] = inode
                         found["file"] |= os.path.realpath(path) in name
     return found
