@@ -290,6 +290,8 @@ def _receive(name: bytes, size: int, path: str) -> int | None:
         try:
             data, ancillary, _flags, _addr = sock.recvmsg(_SIZE.size, socket.CMSG_SPACE(struct.calcsize("i")),
                                                           socket.MSG_CMSG_CLOEXEC)
+        except (ConnectionResetError, BrokenPipeError):
+            return _RETRY  # the reader gave up (it could not map its copy) or died: try ourselves
         except socket.timeout:
             _log.info(f"the rank reading {path!r} for this node did not answer within MMFIX_SHARED_LOAD_WAIT; "
                       "this rank reads its own copy", key="shared-load-timeout")
