@@ -178,8 +178,7 @@ def _segment_for(path: str) -> int | None:
         with _lock:
             # the n-th load of this file by this process meets the n-th load of the others
             nth = _load_counts[identity] = _load_counts.get(identity, 0) + 1
-        digest = hashlib.sha256(repr((os.getuid(), _job_key(), identity, nth)).encode()).hexdigest()[:40]
-        name = b"\0mmfix-load-" + digest.encode()
+        name = socket_name(st, nth)
         for _ in range(3):
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
             try:
@@ -196,6 +195,13 @@ def _segment_for(path: str) -> int | None:
         return None
     finally:
         os.close(src)
+
+
+def socket_name(st: os.stat_result, nth: int) -> bytes:
+    """The abstract socket name under which the node's ranks meet for the ``nth`` load of a file."""
+    identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    digest = hashlib.sha256(repr((os.getuid(), _job_key(), identity, nth)).encode()).hexdigest()[:40]
+    return b"\0mmfix-load-" + digest.encode()
 
 
 def _lead(sock: socket.socket, src: int, size: int, path: str) -> int | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -232,3 +233,49 @@ os.kill(os.getpid(), signal.SIGKILL)
     assert proc.returncode == -9 and len(names) == 1, (proc.stdout, proc.stderr[-2000:])
     assert set(Path("/dev/shm").iterdir()) == shm_before
     assert names[0] not in Path("/proc/net/unix").read_text()
+
+
+IMPOSTOR = """
+import json, os, socket, struct, sys, time
+from mmfix import _shared_load
+path, behaviour = sys.argv[1], sys.argv[2]
+server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+server.bind(_shared_load.socket_name(os.stat(path), 1))  # where the rank's first load of it looks
+server.listen()
+print("ready", flush=True)
+conn, _ = server.accept()
+if behaviour == "unsealed":  # a writable segment of the right size: its owner could change it later
+    fd = os.memfd_create("impostor")
+    os.write(fd, open(path, "rb").read())
+    conn.sendmsg([struct.pack("!Q", os.path.getsize(path))],
+                 [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("i", fd))])
+time.sleep(30)  # "silent": holds the connection and never answers
+"""
+
+
+@pytest.mark.parametrize("behaviour", ["silent", "unsealed"])
+def test_a_reader_that_never_answers_or_hands_an_unsealed_copy_is_not_trusted(tmp_path: Path,
+                                                                              behaviour: str) -> None:
+    path = tmp_path / "w.pth"
+    total = save(path)
+    worker_env = clean_env(LOCAL_RANK="1", RANK="1", LOCAL_WORLD_SIZE="2", WORLD_SIZE="2",
+                           TORCHELASTIC_RUN_ID=f"impostor-{tmp_path.name}", MMFIX_SHARED_LOAD_WAIT="3",
+                           MMFIX_LOG_LEVEL="INFO")
+    impostor = subprocess.Popen([sys.executable, "-c", IMPOSTOR, str(path), behaviour], env=worker_env,
+                                stdout=subprocess.PIPE, text=True)
+    try:
+        assert impostor.stdout.readline().strip() == "ready"
+        code = f"""
+import json, mmfix, torch
+ckpt = torch.load({str(path)!r})
+print(json.dumps({{"shared": "memfd:" in open("/proc/self/maps").read(),
+                   "sum": float(sum(v.sum() for v in ckpt.values()))}}))
+"""
+        proc = run_python(code, env={**worker_env, "RANK": "0"})  # rank 0: its notices are shown
+    finally:
+        impostor.kill()
+        impostor.wait()
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out == {"shared": False, "sum": pytest.approx(total)}  # read its own copy, plainly
+    if behaviour == "silent":
+        assert "did not answer within MMFIX_SHARED_LOAD_WAIT; this rank reads its own copy" in proc.stderr
