@@ -5,8 +5,11 @@
 A "resume" here is what MMEngine does: load the checkpoint, then load_state_dict
 into a model that already lives on the GPU. Stock torch restores every storage
 onto cuda:0 first (model + a second copy); mmfix maps to CPU, so the GPU only
-ever holds the model. Each variant runs in a fresh process; the ratio is
-printed. Needs a CUDA device (exits with a message otherwise).
+ever holds the model. A third variant runs mmfix as one rank of a two-rank node
+(LOCAL_WORLD_SIZE=2 with no peer coming), so the load goes through the sealed
+shared host copy that distributed workers use by default. Each variant runs in a
+fresh process; the ratios are printed. Needs a CUDA device (exits with a message
+otherwise).
 """
 from __future__ import annotations
 
@@ -48,11 +51,14 @@ def main() -> None:
         torch.save({str(i): torch.randn(n, device="cuda:0") for i in range(8)}, path)
         torch.cuda.empty_cache()
         results = {}
-        for variant in ("stock", "mmfix"):
+        for variant in ("stock", "mmfix", "mmfix-rank"):
             env = {k: v for k, v in os.environ.items() if not k.startswith("MMFIX_")}
             if variant == "stock":
                 env["MMFIX_DISABLE"] = "1"
-            out = subprocess.run([sys.executable, "-c", WORKER, path, variant, str(n)], env=env,
+            if variant == "mmfix-rank":  # a lone rank of a 2-rank node: leads the shared load
+                env.update(LOCAL_RANK="0", RANK="0", LOCAL_WORLD_SIZE="2", WORLD_SIZE="2",
+                           MMFIX_SHARED_LOAD_WAIT="1")
+            out = subprocess.run([sys.executable, "-c", WORKER, path, variant.split("-")[0], str(n)], env=env,
                                  capture_output=True, text=True, check=True).stdout
             results[variant] = json.loads(out.strip().splitlines()[-1])
     stock, fixed = results["stock"], results["mmfix"]
@@ -63,6 +69,9 @@ def main() -> None:
     total_stock = model + stock["peak_extra"]
     total_fixed = model + fixed["peak_extra"]
     print(f"peak GPU memory (model + extra), mmfix / stock: {total_fixed / total_stock:.3f}")
+    shared = results["mmfix-rank"]
+    print(f"as a rank loading through the shared host copy: extra {shared['peak_extra'] / 2**30:.2f} GiB, "
+          f"mmfix / stock {(model + shared['peak_extra']) / total_stock:.3f}")
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ _TRUE = frozenset(("1", "true", "yes", "on"))
 _FALSE = frozenset(("0", "false", "no", "off"))
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 _HOLD_MODES = ("mmengine", "all", "off")
+_MMAP_MODES = ("auto", "on", "off")
 
 #: name -> (default, meaning) — the README table is checked against this by a test.
 DOCUMENTED = {
@@ -37,7 +38,8 @@ DOCUMENTED = {
     "MMFIX_CPU_MAP": ("1", "0 restores stock map_location (storages go back to the device they were saved on)."),
     "MMFIX_TRUSTED_GLOBALS": ("", "Comma-separated `module.Name` globals you trust checkpoints to use."),
     "MMFIX_HOLD_WEIGHTS_ONLY": ("mmengine", "Which explicit `weights_only=False` callers are held to the safe loader: mmengine, all, off."),
-    "MMFIX_MMAP": ("0", "1 loads zip checkpoints given by path with mmap=True (shared page cache)."),
+    "MMFIX_MMAP": ("auto", "auto: a node's ranks share one sealed copy; 1: map the file itself; 0: plain reads."),
+    "MMFIX_SHARED_LOAD_WAIT": ("300", "Seconds a rank waits for the node's reading rank, which offers its copy as long."),
     "MMFIX_FIND_UNUSED_PARAMETERS": ("0", "1 turns DDP's find_unused_parameters on automatically (with a notice of its cost)."),
     "MMFIX_MEMORY_REPORT": ("0", "1 prints every rank's peak memory at the end of a run, flagging outliers."),
     "MMFIX_LEGACY_ANY_PARSER": ("0", "1 translates 2.x flags for scripts whose parser is not shaped like an OpenMMLab tool too."),
@@ -79,6 +81,32 @@ def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...], default
     return default
 
 
+def _mmap_mode(env: Mapping[str, str]) -> str:
+    """MMFIX_MMAP: auto (share between the ranks of a node), on (map the file), off."""
+    raw = env.get("MMFIX_MMAP", "").strip().lower()
+    if raw in _TRUE:
+        return "on"
+    if raw in _FALSE:
+        return "off"
+    if raw and raw != "auto":
+        _warn(f"MMFIX_MMAP={env['MMFIX_MMAP']!r} is not auto, 1 or 0. Using the default (auto).")
+    return "auto"
+
+
+def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value == float("inf"):
+        _warn(f"{name}={raw!r} is not a positive number of seconds. Using the default ({default:g}).")
+        return default
+    return value
+
+
 def _names(env: Mapping[str, str], name: str) -> tuple[str, ...]:
     raw = env.get(name, "")
     return tuple(part.strip() for part in raw.split(",") if part.strip())
@@ -95,6 +123,7 @@ class Settings:
         "trusted_globals",
         "hold_weights_only",
         "mmap",
+        "shared_load_wait",
         "find_unused_parameters",
         "memory_report",
         "legacy_any_parser",
@@ -109,7 +138,8 @@ class Settings:
     cpu_map: bool
     trusted_globals: tuple[str, ...]
     hold_weights_only: str
-    mmap: bool
+    mmap: str
+    shared_load_wait: float
     find_unused_parameters: bool
     memory_report: bool
     legacy_any_parser: bool
@@ -125,7 +155,8 @@ class Settings:
             "cpu_map": _bool(env, "MMFIX_CPU_MAP", True),
             "trusted_globals": _names(env, "MMFIX_TRUSTED_GLOBALS"),
             "hold_weights_only": _choice(env, "MMFIX_HOLD_WEIGHTS_ONLY", _HOLD_MODES, "mmengine"),
-            "mmap": _bool(env, "MMFIX_MMAP", False),
+            "mmap": _mmap_mode(env),
+            "shared_load_wait": _seconds(env, "MMFIX_SHARED_LOAD_WAIT", 300.0),
             "find_unused_parameters": _bool(env, "MMFIX_FIND_UNUSED_PARAMETERS", False),
             "memory_report": _bool(env, "MMFIX_MEMORY_REPORT", False),
             "legacy_any_parser": _bool(env, "MMFIX_LEGACY_ANY_PARSER", False),

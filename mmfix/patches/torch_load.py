@@ -12,7 +12,7 @@ import re
 import sys
 from typing import Any, Callable
 
-from .. import _checkpoint_files, _importhooks, _log, _numpy_guard, _safe_globals, _settings, _wrapping
+from .. import _checkpoint_files, _importhooks, _log, _numpy_guard, _safe_globals, _settings, _shared_load, _wrapping
 from .._errors import CheckpointCorruptError, CheckpointError, CheckpointRefusedError
 
 NAME = "torch_load"
@@ -108,12 +108,12 @@ def _patched_load(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, .
                 key="held-weights-only",
             )
 
-    if settings.mmap and "mmap" not in kwargs and _cpu_target(args_list, kwargs) and _checkpoint_files.is_mappable(f):
-        kwargs["mmap"] = True
+    # MMFIX_MMAP (auto: the ranks of a node share one sealed copy); see _shared_load.
+    load = _shared_load.loader(wrapped, f, kwargs, settings.mmap, _cpu_target(args_list, kwargs))
 
     mark = _numpy_guard.begin()
     try:
-        result = wrapped(*args_list, **kwargs)
+        result = load(*args_list, **kwargs)
     except CheckpointError:
         raise
     except pickle.UnpicklingError as exc:

@@ -13,7 +13,7 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 
 def test_defaults() -> None:
     s = _settings.Settings({})
-    assert (s.disabled, s.cpu_map, s.mmap, s.log_level, s.hold_weights_only) == (False, True, False, "INFO", "mmengine")
+    assert (s.disabled, s.cpu_map, s.mmap, s.log_level, s.hold_weights_only) == (False, True, "auto", "INFO", "mmengine")
     assert s.disabled_patches == frozenset()
 
 
@@ -56,3 +56,18 @@ def test_every_variable_is_in_the_readme_table_and_nowhere_else_read() -> None:
     readers = [p for p in pkg.rglob("*.py") if re.search(r"environ[^\n]*[\"']MMFIX_", p.read_text())
                and p.name != "_settings.py"]
     assert readers == [p for p in readers if p.name in ("_run.py", "_startup.py")]
+
+
+@pytest.mark.parametrize("raw,expected", [("", "auto"), ("auto", "auto"), ("1", "on"), ("yes", "on"),
+                                          ("0", "off"), ("off", "off")])
+def test_mmap_modes(raw: str, expected: str) -> None:
+    assert _settings.Settings({"MMFIX_MMAP": raw}).mmap == expected
+
+
+def test_bad_mmap_and_wait_warn_and_keep_default(capsys: pytest.CaptureFixture[str]) -> None:
+    s = _settings.Settings({"MMFIX_MMAP": "sometimes", "MMFIX_SHARED_LOAD_WAIT": "-3"})
+    assert s.mmap == "auto" and s.shared_load_wait == 300.0
+    err = capsys.readouterr().err
+    assert "MMFIX_MMAP='sometimes' is not auto, 1 or 0" in err
+    assert "MMFIX_SHARED_LOAD_WAIT='-3' is not a positive number of seconds" in err
+    assert _settings.Settings({"MMFIX_SHARED_LOAD_WAIT": "2.5"}).shared_load_wait == 2.5

@@ -1,0 +1,342 @@
+"""The ranks of a node read a checkpoint once and share one sealed, anonymous copy.
+
+Engaged by ``torch.load`` (see ``patches/torch_load.py``) when this process is one
+of several distributed workers on its node, the checkpoint is a zip-format file
+given by path and it is loaded to CPU. The first rank to ask for a file (the
+*leader*) copies it into a memfd (anonymous shared memory: no name in any
+filesystem), seals it against writing, shrinking and growing, and hands the
+descriptor to the other local ranks over an abstract Unix socket. Every rank then
+runs the ordinary ``torch.load(..., mmap=True)`` on ``/proc/self/fd/N``: storages
+are private (copy-on-write) mappings of that one segment, so the node holds the
+checkpoint once, and no tensor depends on the checkpoint file any more.
+
+Why this is safe:
+- the segment is sealed (``F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW``): the kernel
+  refuses every write and resize, for every process, so the values cannot change and
+  no access can run past its end (no SIGBUS);
+- the checkpoint file is only read while the leader copies it; rewriting, truncating,
+  deleting or replacing it afterwards changes nothing that was loaded;
+- mappings are private: a rank that updates a loaded tensor in place (optimizer state
+  of CPU parameters) gets its own page and never disturbs the other ranks;
+- nothing is named, so nothing leaks: the kernel frees the segment when the last
+  descriptor and mapping of it are gone, however the ranks die, and the abstract
+  socket's name disappears with its last descriptor.
+
+Anything unusual (a legacy non-zip file, a buffer, another map_location, no memfd or
+/proc, a segment that cannot be mapped, a peer of another user, a leader that died)
+falls back to the plain read stock torch does.
+"""
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import mmap
+import os
+import re
+import socket
+import stat
+import struct
+import threading
+import time
+from typing import Any, Callable
+
+from . import _checkpoint_files, _log, _settings
+
+_ZIP_MAGIC = b"PK\x03\x04"
+_SEAL_WRITE = getattr(fcntl, "F_SEAL_WRITE", 0x0008)
+_SEAL_SHRINK = getattr(fcntl, "F_SEAL_SHRINK", 0x0002)
+_SEAL_GROW = getattr(fcntl, "F_SEAL_GROW", 0x0004)
+_SEAL_SEAL = getattr(fcntl, "F_SEAL_SEAL", 0x0001)
+_F_ADD_SEALS = getattr(fcntl, "F_ADD_SEALS", 1033)
+_F_GET_SEALS = getattr(fcntl, "F_GET_SEALS", 1034)
+_IMMUTABLE = _SEAL_WRITE | _SEAL_SHRINK | _SEAL_GROW
+_CREDS = struct.Struct("3i")  # struct ucred: pid, uid, gid
+_SIZE = struct.Struct("!Q")
+_RETRY = -1
+
+_lock = threading.Lock()
+_load_counts: dict[tuple[int, ...], int] = {}
+#: (listening socket, memfd) pairs a leader thread still serves; closed in forked
+#: children, or a DataLoader worker would keep the socket name bound and the segment alive.
+_serving: list[tuple[socket.socket, int]] = []
+
+
+def loader(wrapped: Callable[..., Any], f: Any, kwargs: dict[str, Any], mode: str,
+           cpu: bool) -> Callable[..., Any]:
+    """What ``torch.load``'s wrapper calls instead of ``wrapped`` (``wrapped`` itself unless
+    mmfix maps: ``mode`` is MMFIX_MMAP's ``auto`` / ``on`` / ``off``)."""
+    if mode == "off" or "mmap" in kwargs or not cpu or not isinstance(f, (str, os.PathLike)):
+        return wrapped
+    if mode == "on":  # the user's explicit choice: map the file itself (the old switch)
+        if _checkpoint_files.is_mappable(f) and _file_maps(f):
+            return lambda *args, **kw: wrapped(*args, **{**kw, "mmap": True})
+        return wrapped
+    if local_world_size() <= 1:
+        return wrapped
+    return lambda *args, **kw: _load_shared(wrapped, os.fspath(f), args, kw)
+
+
+def local_world_size() -> int:
+    """How many distributed workers run on this node, as the launcher announced it."""
+    for name in ("LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"):
+        raw = os.environ.get(name, "").strip()
+        if raw.isdigit():
+            return int(raw)
+    if "SLURM_STEP_ID" in os.environ and "SLURM_PROCID" in os.environ:
+        # "4(x2),3": tasks per node of this step; the first group is close enough to
+        # know whether there are peers (it only bounds how long a leader serves).
+        raw = os.environ.get("SLURM_STEP_TASKS_PER_NODE") or os.environ.get("SLURM_TASKS_PER_NODE", "")
+        match = re.match(r"\d+", raw)
+        if match:
+            return int(match.group())
+    return 1
+
+
+def _job_key() -> str:
+    names = ("TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "MASTER_ADDR", "MASTER_PORT",
+             "SLURM_JOB_ID", "SLURM_STEP_ID", "OMPI_MCA_ess_base_jobid", "WORLD_SIZE")
+    return "|".join(os.environ.get(n, "") for n in names)
+
+
+def _file_maps(path: Any) -> bool:
+    """Whether the file's filesystem lets it be mapped (some FUSE and network ones do not)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        return _maps(fd, os.fstat(fd).st_size)
+    finally:
+        os.close(fd)
+
+
+def _maps(fd: int, size: int) -> bool:
+    try:
+        mmap.mmap(fd, max(1, min(size, mmap.PAGESIZE)), flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ).close()
+        return True
+    except (OSError, ValueError) as exc:
+        _log.info(f"a checkpoint cannot be mapped here ({exc}); mmfix reads it the plain way",
+                  key="cannot-map")
+        return False
+
+
+def _load_shared(wrapped: Callable[..., Any], path: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    import torch.serialization
+
+    options = getattr(torch.serialization, "get_default_mmap_options", lambda: mmap.MAP_PRIVATE)()
+    if options != mmap.MAP_PRIVATE:
+        # set_default_mmap_options(MAP_SHARED): a shared writable mapping of a sealed segment is
+        # refused, and would not be private to the rank anyway
+        return wrapped(*args, **kwargs)
+    try:
+        fd = _segment_for(path)
+    except Exception as exc:  # sharing is an optimisation: never fail a load over it
+        _log.info(f"the ranks of this node could not share one copy of {path!r} ({exc!r}); "
+                  "each reads its own", key="shared-load-failed")
+        fd = None
+    if fd is None:
+        return wrapped(*args, **kwargs)
+    # rank 0 says it, reader or not (MMEngine's logger shows other ranks' errors only)
+    _log.info(f"the ranks of this node load {path!r} from one sealed in-memory copy "
+              f"({os.fstat(fd).st_size / 2**20:.0f} MiB) instead of one copy each; the file itself is not "
+              "used once loaded (MMFIX_MMAP=0 turns this off)", key="shared-load")
+    segment = f"/proc/self/fd/{fd}"
+    if args:
+        args = (segment, *args[1:])
+    else:
+        kwargs = {**kwargs, "f": segment}
+    try:
+        return wrapped(*args, **{**kwargs, "mmap": True})
+    finally:
+        os.close(fd)  # the mappings keep the segment alive as long as a tensor uses it
+
+
+def _segment_for(path: str) -> int | None:
+    """A sealed memfd holding ``path``'s bytes, shared with the node's other ranks, or
+    None to read the plain way."""
+    if not hasattr(os, "memfd_create") or not hasattr(socket, "SO_PEERCRED") or not os.path.isdir("/proc/self/fd"):
+        _log.info("this system has no memfd / abstract sockets / /proc: each rank reads its own copy of "
+                  "checkpoints", key="shared-load-unsupported")
+        return None
+    try:
+        src = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None  # torch.load raises its own FileNotFoundError / PermissionError
+    try:
+        st = os.fstat(src)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        head = os.pread(src, 4, 0)
+        if head != _ZIP_MAGIC:
+            if _checkpoint_files.file_format(os.pread(src, 64, 0)) == "legacy":
+                _log.info(f"{path!r} is in torch's legacy (pre-1.6, non-zip) format, which cannot be mapped: "
+                          "each rank reads its own copy. Re-save it with torch.save to let the ranks of a node "
+                          "share one.", key="shared-load-legacy")
+            return None
+        identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        with _lock:
+            # the n-th load of this file by this process meets the n-th load of the others
+            nth = _load_counts[identity] = _load_counts.get(identity, 0) + 1
+        name = socket_name(st, nth)
+        for _ in range(3):
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+            try:
+                sock.bind(name)
+            except OSError as exc:
+                sock.close()
+                if exc.errno != errno.EADDRINUSE:
+                    raise
+                fd = _receive(name, st.st_size, path)
+                if fd != _RETRY:
+                    return fd
+                continue
+            return _lead(sock, src, st.st_size, path)
+        return None
+    finally:
+        os.close(src)
+
+
+def socket_name(st: os.stat_result, nth: int) -> bytes:
+    """The abstract socket name under which the node's ranks meet for the ``nth`` load of a file."""
+    identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    digest = hashlib.sha256(repr((os.getuid(), _job_key(), identity, nth)).encode()).hexdigest()[:40]
+    return b"\0mmfix-load-" + digest.encode()
+
+
+def _lead(sock: socket.socket, src: int, size: int, path: str) -> int | None:
+    expected = local_world_size() - 1
+    try:
+        sock.listen(max(16, expected))  # followers queue up while the copy is made
+        fd = _fill(src, size)
+    except BaseException:
+        sock.close()
+        raise
+    if not _maps(fd, size):
+        sock.close()
+        os.close(fd)
+        return None
+    served = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 0)
+    with _lock:
+        _serving.append((sock, served))
+    threading.Thread(target=_serve, args=(sock, served, size, expected), name="mmfix-shared-load",
+                     daemon=True).start()
+    return fd
+
+
+def _fill(src: int, size: int) -> int:
+    fd = os.memfd_create("mmfix-checkpoint", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        if size:
+            os.posix_fallocate(fd, 0, size)  # fail now (ENOSPC/ENOMEM), not in a page fault later
+        done = 0
+        while done < size:
+            try:
+                sent = os.sendfile(fd, src, done, size - done)
+            except OSError as exc:
+                if exc.errno not in (errno.EINVAL, errno.ENOSYS):
+                    raise
+                chunk = os.pread(src, min(size - done, 16 << 20), done)
+                sent = os.pwrite(fd, chunk, done) if chunk else 0
+            if sent == 0:
+                raise OSError(errno.EIO, f"the file shrank while it was read ({done} of {size} bytes)")
+            done += sent
+        fcntl.fcntl(fd, _F_ADD_SEALS, _IMMUTABLE | _SEAL_SEAL)
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _serve(sock: socket.socket, fd: int, size: int, expected: int) -> None:
+    deadline = time.monotonic() + _settings.current().shared_load_wait
+    served = 0
+    try:
+        while served < expected:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            sock.settimeout(remaining)
+            try:
+                conn, _ = sock.accept()
+            except (socket.timeout, OSError):
+                break
+            with conn:
+                try:
+                    _pid, uid, _gid = _CREDS.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                                    _CREDS.size))
+                    if uid != os.getuid():
+                        continue  # abstract sockets have no permissions: serve our own user only
+                    conn.sendmsg([_SIZE.pack(size)], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
+                                                       struct.pack("i", fd))])
+                    served += 1
+                except OSError:
+                    continue
+    finally:
+        with _lock:
+            if (sock, fd) in _serving:
+                _serving.remove((sock, fd))
+                sock.close()
+                os.close(fd)
+
+
+def _receive(name: bytes, size: int, path: str) -> int | None:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+    try:
+        sock.settimeout(_settings.current().shared_load_wait)
+        try:
+            sock.connect(name)
+        except (ConnectionRefusedError, FileNotFoundError):
+            return _RETRY  # the leader finished serving in the meantime: lead a new round
+        _pid, uid, _gid = _CREDS.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CREDS.size))
+        if uid != os.getuid():
+            _log.info(f"another user's process holds mmfix's socket for {path!r}; this rank reads its own copy",
+                      key="shared-load-foreign")
+            return None
+        try:
+            data, ancillary, _flags, _addr = sock.recvmsg(_SIZE.size, socket.CMSG_SPACE(struct.calcsize("i")),
+                                                          socket.MSG_CMSG_CLOEXEC)
+        except (ConnectionResetError, BrokenPipeError):
+            return _RETRY  # the reader gave up (it could not map its copy) or died: try ourselves
+        except socket.timeout:
+            _log.info(f"the rank reading {path!r} for this node did not answer within MMFIX_SHARED_LOAD_WAIT; "
+                      "this rank reads its own copy", key="shared-load-timeout")
+            return None
+        fds = [struct.unpack("i", d[:4])[0] for level, kind, d in ancillary
+               if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS and len(d) >= 4]
+        if not fds:
+            return _RETRY  # the leader died before it could hand the copy on
+        fd = fds[0]
+        if not _trustworthy(fd, size) or data != _SIZE.pack(size):
+            os.close(fd)
+            return None
+        return fd
+    finally:
+        sock.close()
+
+
+def _trustworthy(fd: int, size: int) -> bool:
+    """Only a sealed segment of the expected size is used: nobody can change it later."""
+    try:
+        st = os.fstat(fd)
+        seals = fcntl.fcntl(fd, _F_GET_SEALS)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_size == size and seals & _IMMUTABLE == _IMMUTABLE
+
+
+def _forget_in_child() -> None:
+    """A forked child (DataLoader worker) must not keep the leader's socket or segment."""
+    global _lock
+    _lock = threading.Lock()
+    while _serving:
+        sock, fd = _serving.pop()
+        try:
+            sock.close()
+            os.close(fd)
+        except OSError:
+            pass
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)
