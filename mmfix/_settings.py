@@ -41,6 +41,7 @@ DOCUMENTED = {
     "MMFIX_FIND_UNUSED_PARAMETERS": ("0", "1 turns DDP's find_unused_parameters on automatically (with a notice of its cost)."),
     "MMFIX_MEMORY_REPORT": ("0", "1 prints every rank's peak memory at the end of a run, flagging outliers."),
     "MMFIX_LEGACY_ANY_PARSER": ("0", "1 translates 2.x flags for scripts whose parser is not shaped like an OpenMMLab tool too."),
+    "MMFIX_ALLOW_CPU_OVERSUBSCRIBE": ("0", "1 lets `--gpus N` on a host without CUDA start more CPU workers than this process has cores."),
     "MMFIX_LAUNCHED": ("", "Set by mmfix in the processes it launched (a loop guard); not for users."),
     "MMFIX_TRANSLATE_ONLY": ("", "Set by `mmfix translate` to print the translation instead of running; not for users."),
     "MMFIX_FRONT_DOOR": ("", "Set by `mmfix-run` for its children; not for users."),
@@ -98,6 +99,7 @@ class Settings:
         "find_unused_parameters",
         "memory_report",
         "legacy_any_parser",
+        "allow_cpu_oversubscribe",
         "launched",
         "translate_only",
         "front_door",
@@ -113,6 +115,7 @@ class Settings:
     find_unused_parameters: bool
     memory_report: bool
     legacy_any_parser: bool
+    allow_cpu_oversubscribe: bool
     launched: bool
     translate_only: bool
     front_door: str
@@ -129,6 +132,7 @@ class Settings:
             "find_unused_parameters": _bool(env, "MMFIX_FIND_UNUSED_PARAMETERS", False),
             "memory_report": _bool(env, "MMFIX_MEMORY_REPORT", False),
             "legacy_any_parser": _bool(env, "MMFIX_LEGACY_ANY_PARSER", False),
+            "allow_cpu_oversubscribe": _bool(env, "MMFIX_ALLOW_CPU_OVERSUBSCRIBE", False),
             "launched": _bool(env, "MMFIX_LAUNCHED", False),
             "translate_only": _bool(env, "MMFIX_TRANSLATE_ONLY", False),
             "front_door": env.get("MMFIX_FRONT_DOOR", "").strip(),

@@ -102,6 +102,36 @@ def _metric_accepts_collect_dir(config_path: str) -> bool:
     return True
 
 
+def usable_cpus() -> int | None:
+    """CPU cores this process may run on (its affinity mask: taskset, cgroups cpusets, SLURM)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count()
+
+
+def _config_problem(path: str) -> str | None:
+    """Why ``path`` cannot be the config file, or None: read and (for .py) parsed, never run."""
+    if not os.path.exists(path):
+        return f"the config file {path!r} does not exist (relative to {os.getcwd()})"
+    if not os.path.isfile(path):
+        return f"the config {path!r} is not a file"
+    try:
+        with open(path, "rb") as fh:
+            source = fh.read()
+    except OSError as exc:
+        return f"the config file {path!r} cannot be read ({exc.strerror})"
+    if path.endswith(".py"):
+        import ast
+
+        try:
+            ast.parse(source, filename=path)
+        except (SyntaxError, ValueError) as exc:
+            where = f" (line {exc.lineno})" if getattr(exc, "lineno", None) else ""
+            return f"the config file {path!r} is not valid Python{where}: {getattr(exc, 'msg', exc)}"
+    return None
+
+
 def _run_checks(plan: Plan) -> Plan:
     import dataclasses
 
@@ -117,6 +147,13 @@ def _run_checks(plan: Plan) -> Plan:
                 "training job. Choose a free one (e.g. PORT=29501), or on a single node leave PORT and "
                 "MASTER_PORT unset: the launch then picks a free port by itself."
             )
+        if kind == "config_file" and (problem := _config_problem(value)):
+            raise LegacyUsageError(f"{problem}. Nothing was started; fix the path or the file and run the "
+                                   "command again.")
+        if kind == "checkpoint_file" and not os.path.isfile(value):
+            what = "is not a file" if os.path.exists(value) else "does not exist"
+            raise LegacyUsageError(f"the checkpoint {value!r} {what} (relative to {os.getcwd()}). Nothing was "
+                                   "started; give the path of an existing .pth file.")
         if kind == "collect_dir":
             config = next((a for a in argv if not a.startswith("-")), None)
             if config and not _metric_accepts_collect_dir(config):
@@ -159,7 +196,8 @@ def _parse_known_args(wrapped: Callable[..., Any], parser: Any, args: tuple, kwa
         return wrapped(*args, **kwargs)
     try:
         plan = translate(sys.argv[1:], os.environ, info, visible_gpus=_visible_gpus(),
-                         any_parser=settings.legacy_any_parser, program=sys.argv[0])
+                         any_parser=settings.legacy_any_parser, program=sys.argv[0], usable_cpus=usable_cpus(),
+                         allow_cpu_oversubscribe=settings.allow_cpu_oversubscribe)
         plan = _run_checks(plan)
     except LegacyUsageError as exc:
         parser.exit(2, f"{parser.prog}: error: {exc.message}\n")
@@ -234,7 +272,8 @@ def launch_early() -> None:
         return
     try:
         plan = _run_checks(translate(argv[1:], os.environ, info, visible_gpus=_gpus_without_cuda(),
-                                     program=argv[0]))
+                                     program=argv[0], usable_cpus=usable_cpus(),
+                                     allow_cpu_oversubscribe=settings.allow_cpu_oversubscribe))
     except LegacyUsageError as exc:
         prog = os.path.basename(argv[0])
         sys.stderr.write(f"{prog}: error: {exc.message}\n")
