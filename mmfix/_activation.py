@@ -6,6 +6,7 @@ doors at once, patches once.
 """
 from __future__ import annotations
 
+import os
 import sys
 import _thread
 
@@ -165,7 +166,10 @@ def launch_legacy_early() -> None:
     for command lines that carry a 2.x launch flag.
     """
     argv = sys.argv
-    if len(argv) < 2 or not any(a.split("=")[0] in LAUNCH_FLAGS for a in argv[1:]):
+    # torchrun inside an srun step is stopped in torchrun's own process (legacy_cli).
+    torchrun_in_srun = "SLURM_STEP_ID" in os.environ and any(
+        "torch.distributed." in a or a.endswith("torchrun") for a in getattr(sys, "orig_argv", argv)[:4])
+    if not torchrun_in_srun and (len(argv) < 2 or not any(a.split("=")[0] in LAUNCH_FLAGS for a in argv[1:])):
         return
     if _patches["legacy_cli"].state not in ("pending", "active"):
         return
@@ -176,6 +180,8 @@ def launch_legacy_early() -> None:
 
         from .patches import legacy_cli
 
+        if torchrun_in_srun:
+            legacy_cli.stop_torchrun_in_srun()
         legacy_cli.launch_early()
     except Exception as exc:  # the parse-time hook still translates; never break start-up
         _log.debug(f"early legacy launch skipped: {exc!r}")

@@ -195,6 +195,16 @@ def _srun_tasks(env: Mapping[str, str]) -> int:
     return 1
 
 
+def torchrun_in_srun_message(srun_tasks: int, script: str) -> str:
+    return (
+        f"torchrun was started inside an srun step with {srun_tasks} tasks, so every task starts its own "
+        f"workers and the job would have {srun_tasks} x nproc_per_node processes instead of one per GPU. Use one "
+        f"of: `srun -n {srun_tasks} python {script} CONFIG --launcher slurm` (srun starts one process per GPU), or "
+        f"`srun -n 1 python -m torch.distributed.run --nproc_per_node N {script} CONFIG --launcher pytorch` "
+        "(one torchrun per node)."
+    )
+
+
 def _world_size(env: Mapping[str, str]) -> int:
     raw = env.get("WORLD_SIZE", "")
     return int(raw) if raw.isdigit() else 1
@@ -304,14 +314,9 @@ def translate(
     launch: LaunchSpec | None = None
     add_launcher: str | None = None
     if in_worker and "TORCHELASTIC_RUN_ID" in env and srun_tasks > 1:
-        script = program
-        raise LegacyUsageError(
-            f"torchrun was started inside an srun step with {srun_tasks} tasks, so every task started its own "
-            f"workers and the job has {srun_tasks} x nproc_per_node processes instead of one per GPU. Use one of: "
-            f"`srun -n {srun_tasks} python {script} CONFIG --launcher slurm` (srun starts one process per GPU), or "
-            f"`srun -n 1 python -m torch.distributed.run --nproc_per_node N {script} CONFIG --launcher pytorch` "
-            "(one torchrun per node)."
-        )
+        # Normally caught earlier, in torchrun's own process (legacy_cli.stop_torchrun_in_srun);
+        # here when mmfix was not active there.
+        raise LegacyUsageError(torchrun_in_srun_message(srun_tasks, program))
     if in_worker:
         if nproc is not None and "--gpus" in flags:
             notes.append(f"{gpus_flag} dropped: this process is already one of the launched workers")
@@ -321,7 +326,7 @@ def translate(
                          f"{env.get('WORLD_SIZE')}); without it every worker would train alone")
     elif srun_tasks:
         if nproc is not None:
-            notes.append(f"{gpus_flag} dropped: under srun each of the {srun_tasks} task(s) is one process; "
+            notes.append(f"{gpus_flag} dropped: under srun each of the {plural(srun_tasks, 'task')} is one process; "
                          "srun's -n/--ntasks sets how many, so no torchrun is started on top")
         if launcher is None and srun_tasks > 1 and "--launcher" in parser.options:
             add_launcher = "slurm"

@@ -242,6 +242,36 @@ def _gpus_without_cuda() -> int | None:
     return len(entries) or None
 
 
+_TORCHRUN_MODULES = ("torch.distributed.run", "torch.distributed.launch")
+
+
+def _is_torchrun(argv: list[str]) -> bool:
+    if len(argv) > 1 and os.path.basename(argv[1]) == "torchrun":
+        return True
+    return any(a == "-m" and b in _TORCHRUN_MODULES for a, b in zip(argv, argv[1:]))
+
+
+def stop_torchrun_in_srun() -> None:
+    """torchrun started by each task of a multi-task srun step: stop before it spawns workers.
+
+    Caught in torchrun's own process, the mistake is reported once (by task 0; the
+    others exit quietly), instead of by every worker of every task and then again
+    by torchrun's ChildFailedError summary.
+    """
+    from .._ranks import in_srun_step, srun_tasks
+
+    argv = list(getattr(sys, "orig_argv", sys.argv))
+    if not in_srun_step() or "TORCHELASTIC_RUN_ID" in os.environ or srun_tasks() < 2 or not _is_torchrun(argv):
+        return
+    from ..launch.translate import torchrun_in_srun_message
+
+    if os.environ.get("SLURM_PROCID") == "0":
+        script = next((a for a in argv[2:] if a.endswith(".py")), "tools/train.py")
+        sys.stderr.write(f"mmfix: error: {torchrun_in_srun_message(srun_tasks(), script)}\n")
+        sys.stderr.flush()
+    os._exit(2)  # at start-up: nothing has run yet
+
+
 def launch_early() -> None:
     """Start a legacy `--gpus N` launch at interpreter start, before the script's imports.
 

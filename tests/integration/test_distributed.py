@@ -127,7 +127,7 @@ def test_local_rank_beyond_visible_devices_is_a_clear_error() -> None:
     out = _fake(LOCAL_RANK="3", CUDA_VISIBLE_DEVICES="0,1")
     kind, message = out["error"]
     assert kind == "DeviceAssignmentError"
-    assert "LOCAL_RANK=3" in message and "only 2 CUDA device(s)" in message
+    assert "LOCAL_RANK=3" in message and "only 2 CUDA devices are visible" in message
     assert "CUDA_VISIBLE_DEVICES is '0,1'" in message and "--nproc_per_node 2" in message
 
 

@@ -217,7 +217,7 @@ def test_under_srun_tasks_get_the_slurm_launcher_and_gpus_is_explained() -> None
     env = {"SLURM_STEP_ID": "0", "SLURM_PROCID": "1", "SLURM_LOCALID": "1", "SLURM_NTASKS": "2"}
     plan = t(f"{CFG} --gpus 2", env, gpus=None)
     assert plan.launch is None and plan.argv == (CFG, "--launcher", "slurm")
-    assert any("under srun each of the 2 task(s) is one process" in n for n in plan.notes)
+    assert any("under srun each of the 2 tasks is one process" in n for n in plan.notes)
     single = {**env, "SLURM_NTASKS": "1"}
     assert t(f"{CFG}", single).argv == (CFG,)
 
