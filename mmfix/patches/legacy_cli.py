@@ -132,7 +132,7 @@ def _config_problem(path: str) -> str | None:
     return None
 
 
-def _run_checks(plan: Plan) -> Plan:
+def _run_checks(plan: Plan, check_files: bool = True) -> Plan:
     import dataclasses
 
     from .._ports import port_free
@@ -147,10 +147,10 @@ def _run_checks(plan: Plan) -> Plan:
                 "training job. Choose a free one (e.g. PORT=29501), or on a single node leave PORT and "
                 "MASTER_PORT unset: the launch then picks a free port by itself."
             )
-        if kind == "config_file" and (problem := _config_problem(value)):
+        if kind == "config_file" and check_files and (problem := _config_problem(value)):
             raise LegacyUsageError(f"{problem}. Nothing was started; fix the path or the file and run the "
                                    "command again.")
-        if kind == "checkpoint_file" and not os.path.isfile(value):
+        if kind == "checkpoint_file" and check_files and not os.path.isfile(value):
             what = "is not a file" if os.path.exists(value) else "does not exist"
             raise LegacyUsageError(f"the checkpoint {value!r} {what} (relative to {os.getcwd()}). Nothing was "
                                    "started; give the path of an existing .pth file.")
@@ -198,7 +198,7 @@ def _parse_known_args(wrapped: Callable[..., Any], parser: Any, args: tuple, kwa
         plan = translate(sys.argv[1:], os.environ, info, visible_gpus=_visible_gpus(),
                          any_parser=settings.legacy_any_parser, program=sys.argv[0], usable_cpus=usable_cpus(),
                          allow_cpu_oversubscribe=settings.allow_cpu_oversubscribe)
-        plan = _run_checks(plan)
+        plan = _run_checks(plan, check_files=not settings.translate_only)
     except LegacyUsageError as exc:
         parser.exit(2, f"{parser.prog}: error: {exc.message}\n")
     if settings.translate_only:
@@ -328,16 +328,50 @@ def _announce(original: list[str], command: list[str], plan: Plan) -> None:
         _log.warning(warning, key=f"translate:{warning}")
 
 
+def translation_data(original: list[str], plan: Plan | None, reason: str | None,
+                     command: list[str] | None) -> dict[str, Any]:
+    """What `mmfix translate` shows: the original, the translated command, its environment and notes."""
+    data: dict[str, Any] = {"original": original}
+    if plan is None or not plan.changed:
+        data.update(changed=False, reason=reason, command=original, env={}, notes=[],
+                    warnings=[] if plan is None else list(plan.warnings))
+    else:
+        data.update(changed=True, command=command, env=dict(plan.env), notes=list(plan.notes),
+                    warnings=list(plan.warnings), launch=None if plan.launch is None else vars(plan.launch))
+    return data
+
+
 def _print_translation(original: list[str], plan: Plan | None, reason: str | None) -> None:
     import json
 
-    data: dict[str, Any] = {"original": original}
-    if plan is None:
-        data.update(changed=False, reason=reason, command=original, env={}, notes=[], warnings=[])
-    else:
-        data.update(changed=plan.changed, command=_translated_command(plan) if plan.changed else original,
-                    env=dict(plan.env), notes=list(plan.notes), warnings=list(plan.warnings),
-                    launch=None if plan.launch is None else vars(plan.launch))
-    sys.stdout.write(TRANSLATION_MARKER + json.dumps(data) + "\n")
+    command = _translated_command(plan) if plan is not None and plan.changed else None
+    sys.stdout.write(TRANSLATION_MARKER + json.dumps(translation_data(original, plan, reason, command)) + "\n")
     sys.stdout.flush()
     os._exit(0)  # print, never run: nothing of the script may execute past this point
+
+
+def translate_statically(python: str, script: str, args: list[str]) -> dict[str, Any] | None:
+    """`mmfix translate` without running anything: the script's parser read from its source.
+
+    None when the source does not say for certain what the parser accepts; then only
+    running the script up to its parse can tell (``--run-to-parse``). Raises
+    LegacyUsageError for a command line the launch would refuse. Files (config,
+    checkpoints) are not checked: the translation is shown either way.
+    """
+    from ..launch import execute
+    from ..launch.static_parser import parser_info_from_source
+    from ..launch.translate import translate
+
+    with open(script, encoding="utf-8") as fh:
+        info = parser_info_from_source(fh.read())
+    if info is None:
+        return None
+    settings = _settings.current()
+    plan = _run_checks(translate(args, os.environ, info, visible_gpus=_gpus_without_cuda(), program=script,
+                                 usable_cpus=usable_cpus(), allow_cpu_oversubscribe=settings.allow_cpu_oversubscribe),
+                       check_files=False)
+    if plan.launch is not None:
+        command = execute.torchrun_argv(plan, [os.path.abspath(script)], python)
+    else:
+        command = [python, script, *plan.argv]
+    return translation_data([python, script, *args], plan, None, command)

@@ -154,7 +154,7 @@ def test_mmfix_translate_prints_and_runs_nothing(tmp_path: Path) -> None:
     text = run([sys.executable, "-m", "mmfix", "translate", sys.executable, str(TEST), str(CONFIG), "c.pth",
                 "--gpu-id", "0", "--eval", "acc"], env=env(), check=True).stdout
     assert "test_evaluator.metric=[acc]" in text
-    plain = run([sys.executable, "-m", "mmfix", "translate", sys.executable, "-c",
+    plain = run([sys.executable, "-m", "mmfix", "translate", "--run-to-parse", sys.executable, "-c",
                  "import argparse; p = argparse.ArgumentParser(); p.add_argument('--gpus'); p.parse_args()",
                  "--gpus", "2"], env=env(), check=True).stdout
     assert "unchanged" in plain
