@@ -56,3 +56,13 @@ def test_every_variable_is_in_the_readme_table_and_nowhere_else_read() -> None:
     readers = [p for p in pkg.rglob("*.py") if re.search(r"environ[^\n]*[\"']MMFIX_", p.read_text())
                and p.name != "_settings.py"]
     assert readers == [p for p in readers if p.name in ("_run.py", "_startup.py")]
+
+
+def test_a_bad_value_is_reported_once_per_job(capsys: pytest.CaptureFixture[str]) -> None:
+    _settings.Settings({"MMFIX_CPU_MAP": "perhaps", "RANK": "1"})  # rank 0 reports it, not rank 1
+    _settings.Settings({"MMFIX_CPU_MAP": "perhaps", "MMFIX_SETTINGS_REPORTED": "1"})  # the parent reported it
+    assert capsys.readouterr().err == ""
+    _settings.Settings({"MMFIX_CPU_MAP": "perhaps", "RANK": "0"})
+    err = capsys.readouterr().err
+    assert err.count("MMFIX_CPU_MAP='perhaps'") == 1
+    assert re.match(r"^\d\d/\d\d \d\d:\d\d:\d\d - mmfix - WARNING - MMFIX_CPU_MAP", err)
