@@ -144,6 +144,8 @@ def deactivate(only: Iterable[str] | None = None) -> None:
                 _rollback(state)
             if state.state in ("active", "pending", "skipped", "failed", "disabled"):
                 state.state, state.reason = "removed", "mmfix.disable() was called"
+        if only is None:
+            _excepthook.uninstall()
 
 
 def activate_at_import() -> None:

@@ -81,3 +81,9 @@ def _installed_below() -> bool:
             return True
         hook = getattr(hook, "mmfix_previous", None)
     return False
+
+
+def uninstall() -> None:
+    """``mmfix.disable()``: the previous hook again, where ours is still the current one."""
+    if sys.excepthook is _excepthook:
+        sys.excepthook = _excepthook.mmfix_chained  # type: ignore[attr-defined]
