@@ -6,10 +6,11 @@ doors at once, patches once.
 """
 from __future__ import annotations
 
+import os
 import sys
 import _thread
 
-from . import _importhooks, _log, _settings
+from . import _excepthook, _importhooks, _log, _settings
 from .patches import PATCHES
 
 TYPE_CHECKING = False
@@ -21,7 +22,7 @@ _lock = _thread.RLock()
 
 
 class _PatchState:
-    __slots__ = ("name", "state", "reason", "hook", "module")
+    __slots__ = ("name", "state", "reason", "hook", "module", "inner_hooks")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -29,6 +30,9 @@ class _PatchState:
         self.reason = "not activated"
         self.hook: Any = None
         self.module: Any = None
+        # Post-import hooks the patch registered inside apply(): remove() cannot see
+        # them, so a later enable() would otherwise patch twice when they fire.
+        self.inner_hooks: list[Any] = []
 
 
 _patches: dict[str, _PatchState] = {name: _PatchState(name) for name in PATCHES}
@@ -54,7 +58,8 @@ def _make_hook(state: _PatchState) -> Any:
                 __import__(module_name)
                 patch = sys.modules[module_name]
                 state.module = patch
-                skip = patch.apply()
+                with _importhooks.collect() as state.inner_hooks:
+                    skip = patch.apply()
             except Exception as exc:
                 # An exception escaping here would make `import torch` fail.
                 # Roll back whatever the patch managed to swap, keep the originals.
@@ -77,7 +82,14 @@ def _make_hook(state: _PatchState) -> Any:
     return hook
 
 
+def _cancel_inner_hooks(state: _PatchState) -> None:
+    for inner in state.inner_hooks:
+        _importhooks.cancel(inner)
+    state.inner_hooks = []
+
+
 def _rollback(state: _PatchState) -> None:
+    _cancel_inner_hooks(state)
     patch = state.module
     if patch is None:
         return
@@ -98,6 +110,7 @@ def activate(door: str | None = None, only: Iterable[str] | None = None) -> None
                 if state.state in ("off", "removed"):
                     state.state, state.reason = "disabled", "MMFIX_DISABLE is set"
             return
+        _excepthook.install()
         selected = set(PATCHES) if only is None else set(only)
         unknown = selected - set(PATCHES)
         if unknown:
@@ -126,10 +139,13 @@ def deactivate(only: Iterable[str] | None = None) -> None:
             if state.hook is not None:
                 _importhooks.cancel(state.hook)
                 state.hook = None
+            _cancel_inner_hooks(state)
             if state.state == "active":
                 _rollback(state)
             if state.state in ("active", "pending", "skipped", "failed", "disabled"):
                 state.state, state.reason = "removed", "mmfix.disable() was called"
+        if only is None:
+            _excepthook.uninstall()
 
 
 def activate_at_import() -> None:
@@ -152,7 +168,10 @@ def launch_legacy_early() -> None:
     for command lines that carry a 2.x launch flag.
     """
     argv = sys.argv
-    if len(argv) < 2 or not any(a.split("=")[0] in LAUNCH_FLAGS for a in argv[1:]):
+    # torchrun inside an srun step is stopped in torchrun's own process (legacy_cli).
+    torchrun_in_srun = "SLURM_STEP_ID" in os.environ and any(
+        "torch.distributed." in a or a.endswith("torchrun") for a in getattr(sys, "orig_argv", argv)[:4])
+    if not torchrun_in_srun and (len(argv) < 2 or not any(a.split("=")[0] in LAUNCH_FLAGS for a in argv[1:])):
         return
     if _patches["legacy_cli"].state not in ("pending", "active"):
         return
@@ -163,6 +182,8 @@ def launch_legacy_early() -> None:
 
         from .patches import legacy_cli
 
+        if torchrun_in_srun:
+            legacy_cli.stop_torchrun_in_srun()
         legacy_cli.launch_early()
     except Exception as exc:  # the parse-time hook still translates; never break start-up
         _log.debug(f"early legacy launch skipped: {exc!r}")

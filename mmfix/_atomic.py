@@ -97,8 +97,7 @@ def _save_error(path: str, needed: int, exc: OSError) -> CheckpointSaveError:
         fix = "Then resume with --resume."
     message = (f"could not save {path}: {what}; {detail}. Nothing was written under that name and the previous "
                f"checkpoints are untouched. {fix}")
-    error = CheckpointSaveError(exc.errno or 0, message)
-    error.filename = path
+    error = CheckpointSaveError(exc.errno or 0, message, path)
     error.needed = needed  # type: ignore[attr-defined]
     error.free = free  # type: ignore[attr-defined]
     return error

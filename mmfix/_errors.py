@@ -4,6 +4,10 @@ The checkpoint errors subclass what torch raises today for the same situation
 (``pickle.UnpicklingError`` for a refused global, ``RuntimeError`` for a file it
 cannot read), so an ``except`` clause written for stock torch still catches them.
 This module imports pickle, so ``mmfix/__init__`` exposes it lazily.
+
+Every class says it lives in ``mmfix`` (where users import it from), so a traceback
+and torchrun's summary print ``mmfix.CheckpointCorruptError``, and pickling finds it
+through ``mmfix.__getattr__``.
 """
 from __future__ import annotations
 
@@ -59,4 +63,21 @@ class UnusedParametersError(RuntimeError):
 
 
 class CheckpointSaveError(OSError):
-    """A checkpoint could not be written (disk full, quota, permissions); nothing torn was left."""
+    """A checkpoint could not be written (disk full, quota, permissions); nothing torn was left.
+
+    Built as ``CheckpointSaveError(errno, message, path)``; prints as the message alone,
+    which already names the file and the cause (no ``[Errno 28] …: 'path'`` around it).
+    """
+
+    def __str__(self) -> str:
+        return self.strerror or super().__str__()
+
+
+PUBLIC = (MmfixUsageError, CheckpointError, CheckpointCorruptError, CheckpointRefusedError, DeviceAssignmentError,
+          UnusedParametersError, CheckpointSaveError)
+for _cls in PUBLIC:
+    _cls.__module__ = "mmfix"
+del _cls
+
+#: The errors that end a run with their message alone when they reach the top (see _excepthook).
+ENDS_A_RUN = (CheckpointError, CheckpointSaveError, DeviceAssignmentError, UnusedParametersError)

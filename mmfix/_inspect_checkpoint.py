@@ -271,13 +271,14 @@ def _device_summary(counts: Counter[str]) -> str:
         return "the checkpoint holds no tensor storages"
     if len(counts) == 1:
         (device,) = counts
+        every = "the only storage was" if total == 1 else f"all {total} storages were"
         if device.startswith("cuda"):
             index = device.partition(":")[2] or "current"
             return (
-                f"all {total} storages were saved on {device} — without CPU mapping every rank "
-                f"allocates them on GPU {index}"
+                f"{every} saved on {device} — without CPU mapping every rank "
+                f"allocates {'it' if total == 1 else 'them'} on GPU {index}"
             )
-        return f"all {total} storages were saved on {device}"
+        return f"{every} saved on {device}"
     parts = ", ".join(f"{n} on {dev}" for dev, n in sorted(counts.items()))
     return f"{total} storages: {parts}"
 
@@ -298,7 +299,8 @@ def format_report(report: dict[str, Any]) -> str:
         f"storages:   {report['summary']}",
     ]
     for device, info in report["devices"].items():
-        lines.append(f"            {device}: {info['storages']} storages, {_human(info['bytes'])}")
+        noun = "storage" if info["storages"] == 1 else "storages"
+        lines.append(f"            {device}: {info['storages']} {noun}, {_human(info['bytes'])}")
     lines.append(f"mmap:       {'possible' if report['mmap_possible'] else 'not possible'}"
                  + ("" if report["format"] == "zip" else " (legacy format)"))
     keys = report["top_level_keys"]

@@ -1,55 +1,56 @@
-"""mmfix's messages: into the training log when MMEngine is there, once, on rank 0.
+"""mmfix's messages: once, on rank 0 (errors on every rank), in one format (``_message``).
 
-``logging`` is imported lazily (it costs ~7 ms) and MMEngine is never imported
-here: only a logger that is already loaded is used, so a message never drags
-MMEngine into a process that did not ask for it.
+Each goes to stderr and, when MMEngine's logger writes a log file, into that file
+too, so it lands in the training log. ``logging`` and MMEngine are never
+imported here: only a logger MMEngine has already loaded is used, so a message
+never drags MMEngine into a process that did not ask for it.
 """
 from __future__ import annotations
 
 import sys
 import _thread
 
-from . import _settings
+from . import _message, _settings
 from ._ranks import process_rank
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
-    import logging
+    from typing import Any
 
 _LEVELS = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40}
 _seen: set[str] = set()
 _lock = _thread.allocate_lock()
-_std_logger: logging.Logger | None = None
 
 
-def _standard_logger() -> logging.Logger:
-    global _std_logger
-    if _std_logger is None:
+def _training_log_files() -> list[Any]:
+    """The open log files of MMEngine's current logger (none when MMEngine is not loaded)."""
+    if "mmengine.logging" not in sys.modules:
+        return []
+    try:
         import logging
 
-        logger = logging.getLogger("mmfix")
-        if not logger.handlers and not logging.getLogger().handlers:
-            handler = logging.StreamHandler(sys.stderr)
-            handler.setFormatter(logging.Formatter("mmfix %(levelname)s: %(message)s"))
-            logger.addHandler(handler)
-            logger.propagate = False
-        logger.setLevel(logging.DEBUG)
-        _std_logger = logger
-    return _std_logger
+        from mmengine.logging import MMLogger
+
+        logger = MMLogger.get_current_instance()
+        return [h for h in logger.handlers if isinstance(h, logging.FileHandler)]
+    except Exception:  # the training log is a courtesy; stderr still works
+        return []
 
 
 def _emit(level: str, message: str) -> None:
-    if "mmengine.logging" in sys.modules:
+    text = _message.line(level, message)
+    sys.stderr.write(text)
+    sys.stderr.flush()
+    for handler in _training_log_files():
         try:
-            from mmengine.logging import print_log
-
-            import logging
-
-            print_log(f"[mmfix] {message}", logger="current", level=getattr(logging, level))
-            return
-        except Exception:  # the training log is a courtesy; stderr still works
+            handler.acquire()
+            try:
+                handler.stream.write(text)
+                handler.flush()
+            finally:
+                handler.release()
+        except Exception:
             pass
-    _standard_logger().log(_LEVELS[level], message)
 
 
 def log(level: str, message: str, *, key: str | None = None, all_ranks: bool = False) -> bool:

@@ -6,14 +6,18 @@ interpreter start), so it only touches ``os`` and ``sys``: no ``typing``,
 
 A bad value never raises here: raising inside a ``.pth`` line or a
 ``sitecustomize`` would break every Python process of the environment. Instead
-the problem is written once to stderr, naming the variable and the accepted
-values, and the documented default is used.
+the problem is written to stderr, naming the variable and the accepted values,
+and the documented default is used. It is written once per job, not once per
+process: only rank 0 (or a process with no rank) reports, and a process that
+reported marks its environment (MMFIX_SETTINGS_REPORTED) so that the processes
+it starts (torchrun, its workers, a launched job) do not repeat it.
 """
 from __future__ import annotations
 
 import os
 import sys
 
+from . import _message
 from .patches import PATCHES
 
 TYPE_CHECKING = False
@@ -43,16 +47,35 @@ DOCUMENTED = {
     "MMFIX_FIND_UNUSED_PARAMETERS": ("0", "1 turns DDP's find_unused_parameters on automatically (with a notice of its cost)."),
     "MMFIX_MEMORY_REPORT": ("0", "1 prints every rank's peak memory at the end of a run, flagging outliers."),
     "MMFIX_LEGACY_ANY_PARSER": ("0", "1 translates 2.x flags for scripts whose parser is not shaped like an OpenMMLab tool too."),
+    "MMFIX_ALLOW_CPU_OVERSUBSCRIBE": ("0", "1 lets `--gpus N` on a host without CUDA start more CPU workers than this process has cores."),
     "MMFIX_LAUNCHED": ("", "Set by mmfix in the processes it launched (a loop guard); not for users."),
     "MMFIX_TRANSLATE_ONLY": ("", "Set by `mmfix translate` to print the translation instead of running; not for users."),
     "MMFIX_FRONT_DOOR": ("", "Set by `mmfix-run` for its children; not for users."),
+    "MMFIX_SETTINGS_REPORTED": ("", "Set by mmfix once it has reported a bad MMFIX_* value, so child processes do not repeat it; not for users."),
 }
 
 
+_RANK_VARIABLES = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
+_problems: list[str] = []  # collected while one Settings is parsed, reported after it
+
+
 def _warn(message: str) -> None:
+    _problems.append(message)
+
+
+def _report(env: Mapping[str, str]) -> None:
+    problems = list(_problems)
+    _problems.clear()
+    if not problems or env.get("MMFIX_SETTINGS_REPORTED"):
+        return
+    rank = next((env[name] for name in _RANK_VARIABLES if env.get(name, "").strip()), "0")
+    if rank.strip() != "0":
+        return
     # logging is not imported yet (and may never be); stderr is the one channel
     # that always reaches the user at interpreter start.
-    sys.stderr.write(f"mmfix: {message}\n")
+    sys.stderr.write("".join(_message.line("WARNING", p) for p in problems))
+    if env is os.environ:
+        os.environ["MMFIX_SETTINGS_REPORTED"] = "1"
 
 
 def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
@@ -127,6 +150,7 @@ class Settings:
         "find_unused_parameters",
         "memory_report",
         "legacy_any_parser",
+        "allow_cpu_oversubscribe",
         "launched",
         "translate_only",
         "front_door",
@@ -143,6 +167,7 @@ class Settings:
     find_unused_parameters: bool
     memory_report: bool
     legacy_any_parser: bool
+    allow_cpu_oversubscribe: bool
     launched: bool
     translate_only: bool
     front_door: str
@@ -160,12 +185,14 @@ class Settings:
             "find_unused_parameters": _bool(env, "MMFIX_FIND_UNUSED_PARAMETERS", False),
             "memory_report": _bool(env, "MMFIX_MEMORY_REPORT", False),
             "legacy_any_parser": _bool(env, "MMFIX_LEGACY_ANY_PARSER", False),
+            "allow_cpu_oversubscribe": _bool(env, "MMFIX_ALLOW_CPU_OVERSUBSCRIBE", False),
             "launched": _bool(env, "MMFIX_LAUNCHED", False),
             "translate_only": _bool(env, "MMFIX_TRANSLATE_ONLY", False),
             "front_door": env.get("MMFIX_FRONT_DOOR", "").strip(),
         }
         for key, value in values.items():
             object.__setattr__(self, key, value)
+        _report(env)
 
     @staticmethod
     def _parse_disabled_patches(env: Mapping[str, str]) -> frozenset[str]:

@@ -54,7 +54,8 @@ def activate_and_chain(sitecustomize_file: str, door: str = "sitecustomize") -> 
     take our folder off sys.path, import the name again, and put everything
     back, as ddtrace's bootstrap does. Returns the chained module (or None).
     """
-    door = os.environ.get("MMFIX_FRONT_DOOR", "").strip() or door
+    # The door is what called us: under mmfix-run a user's sitecustomize (chained by
+    # mmfix-run's own) is a second door that fired, and status lists both.
     _activate(door)
     own_dir = os.path.dirname(os.path.abspath(sitecustomize_file))
     saved_path = list(sys.path)

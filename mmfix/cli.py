@@ -24,16 +24,18 @@ def _show(report: Any, as_json: bool, formatter: Any) -> int:
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    import mmfix
+    from .doctor import format_new_python, new_python
 
-    data = mmfix.status()
+    info = new_python()
     if args.json:
-        _print_json(data)
+        _print_json({"version": __version__, **info})
         return 0
-    print(f"mmfix {__version__}: {'enabled' if data['enabled'] else 'disabled (MMFIX_DISABLE)'}")
-    print(f"front doors: {', '.join(data['front_doors']) or 'none'}")
-    for name, info in data["patches"].items():
-        print(f"  {name:<22} {info['state']:<9} {info['reason']}")
+    print(f"mmfix {__version__}")
+    print("\n".join(format_new_python(info)))
+    if info["patches"]:
+        print("patches in that Python (each attaches when the module it patches is imported):")
+        for name, patch in info["patches"].items():
+            print(f"  {name:<22} {patch['state']:<9} {patch['reason']}")
     return 0
 
 
@@ -90,11 +92,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def _cmd_translate(args: argparse.Namespace) -> int:
-    import subprocess
-
-    from ._run import environment_for
     from .launch.execute import describe
-    from .patches.legacy_cli import TRANSLATION_MARKER
 
     command = list(args.command)
     if command and command[0] == "--":
@@ -107,6 +105,56 @@ def _cmd_translate(args: argparse.Namespace) -> int:
     elif not os.path.basename(command[0]).startswith("python"):
         raise MmfixUsageError(f"mmfix translate: {command[0]!r} is not a Python command; give the training "
                               "command as `python tools/train.py ...`.")
+    data = _translate_by_running(command) if args.run_to_parse else _translate_statically(command)
+    if isinstance(data, int):
+        return data
+    if args.json:
+        _print_json(data)
+        return 0
+    print(f"original:    {describe(data['original'])}")
+    if not data["changed"]:
+        print("translated:  unchanged" + (f" ({data['reason']})" if data.get("reason") else ""))
+    else:
+        print(f"translated:  {describe(data['command'])}")
+        print("environment: " + (" ".join(f"{k}={v}" for k, v in data["env"].items()) or "unchanged"))
+    for note in data["notes"]:
+        print(f"  - {note}")
+    for warning in data["warnings"]:
+        print(f"  ! {warning}")
+    return 0
+
+
+_RUN_TO_PARSE = ("Add --run-to-parse to run the script up to the moment it parses its command line (its top-level "
+                 "code and imports run; nothing after the parse does).")
+
+
+def _translate_statically(command: list[str]) -> dict[str, Any]:
+    """The translation from the script's source: nothing of the script runs."""
+    from .launch.translate import LegacyUsageError
+    from .patches.legacy_cli import translate_statically
+
+    script = command[1] if len(command) > 1 else ""
+    if not script.endswith(".py") or not os.path.isfile(script):
+        raise MmfixUsageError(f"mmfix translate: no script file to read in `{' '.join(command[:3])}` (a module run "
+                              f"with -m, code given with -c, or a missing file). {_RUN_TO_PARSE}")
+    try:
+        data = translate_statically(command[0], script, command[2:])
+    except LegacyUsageError as exc:
+        raise MmfixUsageError(f"{os.path.basename(script)}: error: {exc.message}") from None
+    if data is None:
+        raise MmfixUsageError(f"mmfix translate: the argument parser of {script} cannot be read from its source with "
+                              f"certainty (only OpenMMLab-shaped tools built from plain add_argument calls can). "
+                              f"{_RUN_TO_PARSE}")
+    return data
+
+
+def _translate_by_running(command: list[str]) -> dict[str, Any] | int:
+    """--run-to-parse: the script runs until its parse_args, where mmfix prints the translation and exits."""
+    import subprocess
+
+    from ._run import environment_for
+    from .patches.legacy_cli import TRANSLATION_MARKER
+
     env = environment_for(dict(os.environ))
     env["MMFIX_TRANSLATE_ONLY"] = "1"
     proc = subprocess.run(command, env=env, capture_output=True, text=True)
@@ -118,62 +166,87 @@ def _cmd_translate(args: argparse.Namespace) -> int:
         print(f"mmfix translate: the command did not parse its command line with argparse "
               f"(exit status {proc.returncode}), so there is nothing to translate.", file=sys.stderr)
         return proc.returncode or 1
-    data = json.loads(lines[-1][len(TRANSLATION_MARKER):])
-    if args.json:
-        _print_json(data)
-        return 0
-    print(f"original:    {describe(data['original'])}")
-    if not data["changed"]:
-        print("translated:  unchanged" + (f" ({data['reason']})" if data.get("reason") else ""))
-        return 0
-    print(f"translated:  {describe(data['command'])}")
-    print("environment: " + (" ".join(f"{k}={v}" for k, v in data["env"].items()) or "unchanged"))
-    for note in data["notes"]:
-        print(f"  - {note}")
-    for warning in data["warnings"]:
-        print(f"  ! {warning}")
-    return 0
+    data: dict[str, Any] = json.loads(lines[-1][len(TRANSLATION_MARKER):])
+    return data
+
+
+def _sub(sub: Any, name: str, summary: str, details: str = "") -> argparse.ArgumentParser:
+    """A subcommand whose --help describes it (the summary) before its options."""
+    return sub.add_parser(name, help=summary, description=summary[0].upper() + summary[1:] + "." +
+                          (f" {details}" if details else ""))
+
+
+JSON_HELP = "print the same as JSON (for scripts and bug reports)"
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mmfix",
-        description="Makes OpenMMLab training behave on multi-GPU machines, clusters and modern PyTorch.",
+        description="Makes OpenMMLab training behave on multi-GPU machines, clusters and modern PyTorch. "
+                    "`mmfix COMMAND --help` describes each command.",
     )
     parser.add_argument("--version", action="version", version=f"mmfix {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    p = sub.add_parser("status", help="which patches are active in this interpreter, and why")
-    p.add_argument("--json", action="store_true")
+    p = _sub(sub, "status", "whether `python train.py` started from this shell runs with mmfix, through which "
+             "front doors, and its patches",
+             "Starts that Python (`python` on PATH) to find out, so the answer covers the .pth hook, sitecustomize "
+             "on PYTHONPATH, mmfix-run and MMFIX_DISABLE as they are set now.")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
     p.set_defaults(func=_cmd_status)
 
-    p = sub.add_parser("hook", help="install/uninstall the start-up hook in site-packages")
-    p.add_argument("action", choices=("install", "uninstall", "status"))
+    p = _sub(sub, "hook", "install, uninstall or show the start-up hook (mmfix.pth) in site-packages",
+             "Installed, every Python of this environment activates mmfix at start-up (MMFIX_DISABLE=1 still "
+             "turns it off).")
+    p.add_argument("action", choices=("install", "uninstall", "status"), help="what to do")
     p.add_argument("--site-dir", default=None, help="site-packages folder (default: this environment's)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help=JSON_HELP + " (status only)")
     p.set_defaults(func=_cmd_hook)
 
-    p = sub.add_parser("run", help="run a command with mmfix active (same as mmfix-run)")
+    p = _sub(sub, "run", "run a command with mmfix active in it and its Python children (same as mmfix-run)",
+             "Example: mmfix run -- python tools/train.py CONFIG --gpus 2.")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     p.set_defaults(func=_cmd_run)
 
-    p = sub.add_parser("startup-file", help="print the path of the PYTHONSTARTUP file (interactive only)")
+    p = _sub(sub, "startup-file", "print the path of mmfix's PYTHONSTARTUP file",
+             "Python reads PYTHONSTARTUP for interactive sessions only, never for `python train.py`: "
+             "export PYTHONSTARTUP=$(mmfix startup-file).")
     p.set_defaults(func=_cmd_startup_file)
 
-    p = sub.add_parser("translate", help="print how a legacy 2.x command is translated, without running it")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p = _sub(sub, "translate", "print how a legacy 2.x command line is translated, without running it",
+             "The script's argument parser is read from its source; nothing of the script runs. Where only "
+             "running the script can tell, --run-to-parse runs it up to its argument parsing.")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
+    p.add_argument("--run-to-parse", action="store_true",
+                   help="run the script's top-level code up to its parse_args (for parsers that cannot be read "
+                        "from the source)")
     p.add_argument("command", nargs=argparse.REMAINDER, help="python tools/train.py CONFIG --gpus 2 ...")
     p.set_defaults(func=_cmd_translate)
 
-    p = sub.add_parser("doctor", help="versions, devices, launch variables and mmfix state, for a bug report")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p = _sub(sub, "doctor", "versions, devices, launch variables and mmfix's state, for a bug report")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
     p.set_defaults(func=_cmd_doctor)
 
-    p = sub.add_parser("inspect", help="describe a checkpoint without executing its pickle")
-    p.add_argument("checkpoint")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p = _sub(sub, "inspect", "describe a checkpoint without executing its pickle",
+             "Format, size, the devices its storages were saved on, the globals it needs and whether mmfix "
+             "allows them, whether it can be memory-mapped, and its top-level keys.")
+    p.add_argument("checkpoint", help="path of the .pth file")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
     p.set_defaults(func=_cmd_inspect)
     return parser
+
+
+def _quiet_broken_pipe(run: Any) -> int:
+    """Run the command; output cut short by its reader (`mmfix doctor | head`) ends quietly."""
+    try:
+        code = int(run() or 0)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        # Python flushes stdout again at exit: point it at /dev/null so that flush is silent.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141  # what a shell reports for a command ended by SIGPIPE
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -182,19 +255,43 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    try:
-        return int(args.func(args) or 0)
-    except MmfixUsageError as exc:
-        print(f"mmfix: {exc.message}" if not exc.message.startswith("mmfix") else exc.message, file=sys.stderr)
-        return exc.code
+
+    def command() -> int:
+        try:
+            return int(args.func(args) or 0)
+        except MmfixUsageError as exc:
+            named = exc.message.startswith("mmfix") or exc.message.split(" ")[0].endswith(":")
+            print(exc.message if named else f"mmfix: {exc.message}", file=sys.stderr)
+            return exc.code
+
+    return _quiet_broken_pipe(command)
+
+
+RUN_USAGE = """usage: mmfix-run COMMAND [ARGS...]
+
+Run COMMAND with mmfix active in it and in every Python process it starts, e.g.
+  mmfix-run python tools/train.py configs/my_config.py --gpus 2
+
+COMMAND replaces mmfix-run (exit status and signals are its own). The same as
+`mmfix run -- COMMAND`. `mmfix status` inside shows which front doors fired.
+
+options (only before COMMAND; everything after it belongs to COMMAND):
+  -h, --help  show this help and exit
+  --version   show mmfix's version and exit
+"""
 
 
 def run_main() -> int:
     """Entry point of ``mmfix-run``."""
+    argv = sys.argv[1:]
+    if argv[:1] in (["-h"], ["--help"]):
+        return _quiet_broken_pipe(lambda: print(RUN_USAGE, end=""))
+    if argv[:1] == ["--version"]:
+        return _quiet_broken_pipe(lambda: print(f"mmfix-run (mmfix {__version__})"))
     try:
         from ._run import run
 
-        run(sys.argv[1:])
+        run(argv)
     except MmfixUsageError as exc:
         print(exc.message, file=sys.stderr)
         return exc.code

@@ -96,19 +96,9 @@ def collect() -> dict[str, Any]:
         "mmfix_variables": _settings.set_variables(),
     }
     report["ports"] = {"29500_free": port_free(29500)}
-    pythonpath = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    report["mmfix"].update(
-        status=mmfix.status(),
-        hooks={
-            "pth": hook.status(),
-            "sitecustomize_on_pythonpath": any(
-                os.path.isfile(os.path.join(p, "sitecustomize.py")) and "mmfix" in open(
-                    os.path.join(p, "sitecustomize.py"), encoding="utf-8", errors="replace").read()
-                for p in pythonpath),
-            "mmfix_run_bootstrap_on_pythonpath": BOOTSTRAP_DIR in pythonpath,
-            "pythonstartup": os.environ.get("PYTHONSTARTUP"),
-        },
-    )
+    # status: this doctor process, which imported mmfix, torch and MMEngine itself (so the
+    # patches say whether they apply); new_python: what `python train.py` gets from this shell.
+    report["mmfix"].update(status=mmfix.status(), new_python=new_python())
     report["known_problems"] = known_problems(report["packages"], bool(torch_info.get("cuda_available")))
     return report
 
@@ -135,17 +125,97 @@ def format_report(report: dict[str, Any]) -> str:
     lines.append("- distributed variables: " + (", ".join(f"{k}={v}" for k, v in env["distributed"].items()) or "none"))
     lines.append("- SLURM variables: " + (", ".join(f"{k}={v}" for k, v in env["slurm"].items()) or "none"))
     lines.append(f"- port 29500 (torchrun's default master port): {'free' if report['ports']['29500_free'] else 'IN USE'}")
-    lines += ["", "## mmfix", f"- version {mm['version']}; enabled: {mm['status']['enabled']}; "
-              f"activated here by: {', '.join(mm['status']['front_doors']) or 'nothing'}"]
-    hooks = mm["hooks"]
-    lines.append(f"- .pth hook in {hooks['pth']['site_dir']}: {'installed' if hooks['pth']['installed'] else 'not installed'}; "
-                 f"sitecustomize on PYTHONPATH: {hooks['sitecustomize_on_pythonpath']}; "
-                 f"mmfix-run bootstrap on PYTHONPATH: {hooks['mmfix_run_bootstrap_on_pythonpath']}; "
-                 f"PYTHONSTARTUP: {hooks['pythonstartup'] or 'not set'}")
+    lines += ["", "## mmfix", f"- version {mm['version']}"]
+    lines += ["- " + line.strip() for line in format_new_python(mm["new_python"])]
+    lines.append("- patches in this doctor process (it imported mmfix, torch and MMEngine itself):")
     for name, info in mm["status"]["patches"].items():
-        lines.append(f"- patch {name}: {info['state']} ({info['reason']})")
+        lines.append(f"  - {name}: {info['state']} ({info['reason']})")
     if env["mmfix_variables"]:
         lines.append("- MMFIX_* set: " + ", ".join(f"{k}={v}" for k, v in env["mmfix_variables"].items()))
     lines += ["", "## Known problems"]
     lines += [f"- {p}" for p in report["known_problems"]] or ["- none found"]
     return "\n".join(lines)
+
+
+# A `python` started from this shell: site-packages' .pth files, sitecustomize and
+# mmfix-run's bootstrap all act at interpreter start, before any script code, so
+# whether mmfix got loaded by then is exactly whether a door applies.
+_PROBE = "import json, sys; m = sys.modules.get('mmfix'); print(json.dumps(m.status() if m else None))"
+
+
+def _mmfix_sitecustomize_on(pythonpath: list[str]) -> bool:
+    for folder in pythonpath:
+        path = os.path.join(folder, "sitecustomize.py")
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                if "mmfix" in fh.read():
+                    return True
+        except OSError:
+            continue
+    return False
+
+
+def new_python(env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Whether ``python train.py`` started now from this shell runs with mmfix, and through which doors.
+
+    Answered by starting that Python (``python`` on PATH, else this interpreter) with this
+    environment, not by looking at the process that runs the mmfix command (which imported
+    mmfix itself). PYTHONSTARTUP is reported separately: it applies to interactive sessions only.
+    """
+    import json
+    import shutil
+    import subprocess
+
+    env = dict(os.environ if env is None else env)
+    python = shutil.which("python", path=env.get("PATH")) or sys.executable
+    status: dict[str, Any] | None = None
+    error = None
+    try:
+        proc = subprocess.run([python, "-c", _PROBE], env=env, capture_output=True, text=True, timeout=120)
+        status = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else None
+        if proc.returncode != 0:
+            error = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit status {proc.returncode}"
+    except (OSError, ValueError, subprocess.SubprocessError) as exc:
+        error = f"{type(exc).__name__}: {exc}"
+    pythonpath = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    startup = env.get("PYTHONSTARTUP")
+    from . import interactive_startup
+
+    return {
+        "python": python,
+        "active": bool(status and status["enabled"] and status["front_doors"]),
+        "disabled": bool(status and not status["enabled"]),
+        "front_doors": status["front_doors"] if status else [],
+        "patches": {n: {"state": p["state"], "reason": p["reason"]} for n, p in status["patches"].items()}
+        if status else {},
+        "error": error,
+        "doors": {
+            "pth_hook_installed": hook.status()["installed"],
+            "sitecustomize_on_pythonpath": _mmfix_sitecustomize_on(pythonpath),
+            "inside_mmfix_run": BOOTSTRAP_DIR in pythonpath,
+            "pythonstartup_interactive_only": bool(startup) and os.path.abspath(startup) == os.path.abspath(
+                interactive_startup.__file__),
+        },
+    }
+
+
+def format_new_python(info: dict[str, Any]) -> list[str]:
+    doors = info["doors"]
+    if info["active"]:
+        head = f"mmfix is active for `python` started from this shell ({info['python']}), through: " \
+               f"{', '.join(info['front_doors'])}"
+    elif info["disabled"]:
+        head = f"mmfix is installed but switched off (MMFIX_DISABLE) for `python` started from this shell " \
+               f"({info['python']})"
+    else:
+        head = (f"mmfix is NOT active for `python train.py` started from this shell ({info['python']}). Turn it on "
+                "with `import mmfix` as the first line of the script, `mmfix-run python train.py …`, or "
+                "`mmfix hook install`")
+    lines = [head + ("" if info["error"] is None else f" (that Python reported: {info['error']})")]
+    lines.append(f"  .pth hook installed in this environment: {'yes' if doors['pth_hook_installed'] else 'no'}")
+    lines.append(f"  mmfix sitecustomize on PYTHONPATH: {'yes' if doors['sitecustomize_on_pythonpath'] else 'no'}")
+    lines.append(f"  inside mmfix-run: {'yes' if doors['inside_mmfix_run'] else 'no'}")
+    if doors["pythonstartup_interactive_only"]:
+        lines.append("  PYTHONSTARTUP is mmfix's startup file: it applies to interactive `python` sessions only, "
+                     "never to `python train.py`")
+    return lines

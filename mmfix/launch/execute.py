@@ -25,9 +25,10 @@ def script_command() -> list[str]:
     return [os.path.abspath(sys.argv[0])]
 
 
-def torchrun_argv(plan: Plan, program: Sequence[str]) -> list[str]:
+def torchrun_argv(plan: Plan, program: Sequence[str], python: str | None = None) -> list[str]:
     assert plan.launch is not None
-    return [sys.executable, "-m", "torch.distributed.run", *plan.launch.torchrun_args(), *program, *plan.argv]
+    return [python or sys.executable, "-m", "torch.distributed.run", *plan.launch.torchrun_args(), *program,
+            *plan.argv]
 
 
 def worker_environment(plan: Plan, env: Mapping[str, str]) -> dict[str, str]:

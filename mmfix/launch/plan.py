@@ -60,7 +60,8 @@ class Plan:
     notes: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     # (kind, value) facts the shell must check before running: ("port_free", 29500),
-    # ("collect_dir", "D") -- things that need the machine or the config file.
+    # ("collect_dir", "D"), ("config_file", P), ("checkpoint_file", P) -- things that
+    # need the machine or the file system.
     checks: tuple[tuple[str, str], ...] = ()
 
     @property

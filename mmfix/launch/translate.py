@@ -26,7 +26,7 @@ class LegacyUsageError(MmfixUsageError):
 
 #: 2.x train.py flags that 3.x rejects -> nargs (0: a flag, 1: one value, "+": one or more)
 TRAIN_FLAGS: dict[str, object] = {
-    "--gpus": 1, "--gpu-ids": "+", "--gpu-id": 1, "--resume-from": 1, "--auto-resume": 0,
+    "--gpus": 1, "--gpu-ids": "+", "--gpu-id": 1, "--resume-from": 1, "--load-from": 1, "--auto-resume": 0,
     "--no-validate": 0, "--seed": 1, "--deterministic": 0, "--diff-seed": 0, "--options": "+",
 }
 #: 2.x test.py flags that 3.x rejects
@@ -147,6 +147,7 @@ class _Scan:
     def _example(flag: str) -> str:
         return {"--gpus": "--gpus 2", "--seed": "--seed 0", "--gpu-id": "--gpu-id 0", "--gpu-ids": "--gpu-ids 0 1",
                 "--resume-from": "--resume-from work_dirs/x/epoch_3.pth", "--options": "--options a.b=1",
+                "--load-from": "--load-from checkpoints/pretrained.pth",
                 "--eval": "--eval bbox", "--eval-options": "--eval-options classwise=True",
                 "--show-score-thr": "--show-score-thr 0.3", "--tmpdir": "--tmpdir /tmp/eval"}.get(flag, flag + " X")
 
@@ -176,6 +177,10 @@ def _map_gpu_ids(ids: list[int], env: Mapping[str, str], flag: str) -> str:
     return ",".join(entries[i] for i in ids)
 
 
+def plural(count: int, word: str, many: str | None = None) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {many or word + 's'}"
+
+
 def _in_worker(env: Mapping[str, str]) -> bool:
     return "LOCAL_RANK" in env or "TORCHELASTIC_RUN_ID" in env or "OMPI_COMM_WORLD_LOCAL_RANK" in env
 
@@ -188,6 +193,16 @@ def _srun_tasks(env: Mapping[str, str]) -> int:
         if raw.isdigit():
             return int(raw)
     return 1
+
+
+def torchrun_in_srun_message(srun_tasks: int, script: str) -> str:
+    return (
+        f"torchrun was started inside an srun step with {srun_tasks} tasks, so every task starts its own "
+        f"workers and the job would have {srun_tasks} x nproc_per_node processes instead of one per GPU. Use one "
+        f"of: `srun -n {srun_tasks} python {script} CONFIG --launcher slurm` (srun starts one process per GPU), or "
+        f"`srun -n 1 python -m torch.distributed.run --nproc_per_node N {script} CONFIG --launcher pytorch` "
+        "(one torchrun per node)."
+    )
 
 
 def _world_size(env: Mapping[str, str]) -> int:
@@ -203,11 +218,16 @@ def translate(
     visible_gpus: int | None,
     any_parser: bool = False,
     program: str = "tools/train.py",
+    usable_cpus: int | None = None,
+    allow_cpu_oversubscribe: bool = False,
 ) -> Plan:
     """Translate ``argv`` (the script's arguments, without the program) into a Plan.
 
-    ``visible_gpus`` is None on a host without a usable CUDA device. ``any_parser``
-    translates for parsers that are not shaped like OpenMMLab tools too.
+    ``visible_gpus`` is None on a host without a usable CUDA device; there, one
+    worker per GPU becomes one CPU worker per "GPU", and more of them than the
+    ``usable_cpus`` this process may run on is refused unless
+    ``allow_cpu_oversubscribe``. ``any_parser`` translates for parsers that are not
+    shaped like OpenMMLab tools too.
     """
     argv = [str(a) for a in argv]
     tool = parser.tool or ("train" if any_parser else None)
@@ -280,17 +300,23 @@ def translate(
                     notes.append(f"{gpus_flag} -> CUDA_VISIBLE_DEVICES={mapped}")
                 nproc = len(ids)
 
+    if (nproc is not None and visible_gpus is None and usable_cpus is not None and nproc > usable_cpus
+            and not in_worker and not srun_tasks and not allow_cpu_oversubscribe):
+        # Each CPU worker is a whole training process: 99 of them (a typo) on a small shared
+        # machine run it out of memory and CPU for everyone on it.
+        raise LegacyUsageError(
+            f"{gpus_flag} would start {plural(nproc, 'CPU worker')}: no CUDA device is visible here, so each "
+            f"\"GPU\" is a training process on the CPU, and this process may run on only "
+            f"{plural(usable_cpus, 'CPU core')}. Use --gpus {usable_cpus} or fewer, run on a machine with GPUs, "
+            "or set MMFIX_ALLOW_CPU_OVERSUBSCRIBE=1 if you really mean to start more workers than cores."
+        )
+
     launch: LaunchSpec | None = None
     add_launcher: str | None = None
     if in_worker and "TORCHELASTIC_RUN_ID" in env and srun_tasks > 1:
-        script = program
-        raise LegacyUsageError(
-            f"torchrun was started inside an srun step with {srun_tasks} tasks, so every task started its own "
-            f"workers and the job has {srun_tasks} x nproc_per_node processes instead of one per GPU. Use one of: "
-            f"`srun -n {srun_tasks} python {script} CONFIG --launcher slurm` (srun starts one process per GPU), or "
-            f"`srun -n 1 python -m torch.distributed.run --nproc_per_node N {script} CONFIG --launcher pytorch` "
-            "(one torchrun per node)."
-        )
+        # Normally caught earlier, in torchrun's own process (legacy_cli.stop_torchrun_in_srun);
+        # here when mmfix was not active there.
+        raise LegacyUsageError(torchrun_in_srun_message(srun_tasks, program))
     if in_worker:
         if nproc is not None and "--gpus" in flags:
             notes.append(f"{gpus_flag} dropped: this process is already one of the launched workers")
@@ -300,7 +326,7 @@ def translate(
                          f"{env.get('WORLD_SIZE')}); without it every worker would train alone")
     elif srun_tasks:
         if nproc is not None:
-            notes.append(f"{gpus_flag} dropped: under srun each of the {srun_tasks} task(s) is one process; "
+            notes.append(f"{gpus_flag} dropped: under srun each of the {plural(srun_tasks, 'task')} is one process; "
                          "srun's -n/--ntasks sets how many, so no torchrun is started on top")
         if launcher is None and srun_tasks > 1 and "--launcher" in parser.options:
             add_launcher = "slurm"
@@ -343,11 +369,12 @@ def translate(
                                 master_addr=addr if (nnodes > 1 or port is not None) else None, master_port=port)
             if launcher is None:
                 add_launcher = "pytorch"
-            where = f"{nproc} process(es)" + (f" on node {node_rank} of {nnodes}" if nnodes > 1 else "")
+            where = plural(nproc, "process", "processes") + (
+                f" on node {node_rank} of {nnodes}" if nnodes > 1 else "")
             notes.append(f"{gpus_flag or '--launcher pytorch'} -> torchrun with {where}, --launcher pytorch")
             if visible_gpus is None:
-                warnings.append(f"no CUDA device is visible: --gpus {nproc} runs {nproc} CPU worker(s) with the "
-                                "gloo backend (a debugging mode; use GPUs for real training).")
+                warnings.append(f"no CUDA device is visible: --gpus {nproc} runs {plural(nproc, 'CPU worker')} with "
+                                "the gloo backend (a debugging mode; use GPUs for real training).")
         elif nproc is not None:
             notes.append(f"{gpus_flag} -> one process, run in place")
 
@@ -358,6 +385,8 @@ def translate(
             notes.append(f"--resume-from {flags['--resume-from'][0]} -> --resume {flags['--resume-from'][0]}")
             if "--auto-resume" in flags:
                 notes.append("--auto-resume dropped: --resume-from takes precedence, as in 2.x")
+        if "--load-from" in flags:
+            cfg.append(("load_from", flags["--load-from"][0]))
         if "--seed" in flags:
             seed = _int_arg("--seed", flags["--seed"][0])
             cfg.append(("randomness.seed", str(seed)))
@@ -425,6 +454,7 @@ def translate(
         described = {
             "--seed": "randomness.seed", "--deterministic": "randomness.deterministic",
             "--diff-seed": "randomness.diff_rank_seed", "--no-validate": "val_cfg/val_dataloader/val_evaluator=None",
+            "--load-from": "load_from",
             "--options": "--cfg-options", "--eval": "test_evaluator.metric", "--format-only": "test_evaluator.format_only",
             "--eval-options": "test_evaluator.*", "--gpu-collect": "test_evaluator.collect_device=gpu",
             "--show-score-thr": "default_hooks.visualization.score_thr", "--tmpdir": "test_evaluator.collect_dir",
@@ -440,5 +470,15 @@ def translate(
         notes.append("--auto-resume -> --resume (latest checkpoint in the work dir)")
     if add_launcher:
         extra += ["--launcher", add_launcher]
+    if launch is not None:
+        # Checked before torchrun starts: otherwise each of N workers fails on it, after
+        # seconds of imports, with its own traceback.
+        if scan.positionals:
+            checks.append(("config_file", scan.positionals[0]))
+        if tool == "test" and len(scan.positionals) > 1:
+            checks.append(("checkpoint_file", scan.positionals[1]))
+        for flag in ("--resume-from", "--load-from"):
+            if flag in flags:
+                checks.append(("checkpoint_file", flags[flag][0]))
     return Plan(argv=tuple(scan.kept + extra), env=new_env, launch=launch, notes=tuple(notes),
                 warnings=tuple(warnings), checks=tuple(checks))

@@ -60,11 +60,14 @@ def _lazy_init_then_pin(wrapped: Callable[..., Any], instance: Any, args: tuple,
 def _pin(torch: Any, local: int) -> None:
     count = torch.cuda.device_count()
     if local >= count:
+        from ..launch.translate import plural
+
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
         shown = "not set" if visible is None else repr(visible)
         raise DeviceAssignmentError(
-            f"this worker has LOCAL_RANK={local}, but only {count} CUDA device(s) are visible to it "
-            f"(CUDA_VISIBLE_DEVICES is {shown}). Start at most {count} process(es) per node "
+            f"this worker has LOCAL_RANK={local}, but only {plural(count, 'CUDA device')} "
+            f"{'is' if count == 1 else 'are'} visible to it (CUDA_VISIBLE_DEVICES is {shown}). "
+            f"Start at most {plural(count, 'process', 'processes')} per node "
             f"(torchrun --nproc_per_node {count}, or --gpus {count}), or make more GPUs visible "
             "through CUDA_VISIBLE_DEVICES."
         )

@@ -116,6 +116,5 @@ def _train_step(wrapped: Callable[..., Any], ddp: Any, args: tuple, kwargs: dict
         if _MARKER not in str(exc):
             raise
         text, params = explain(str(exc), ddp)
-        error = UnusedParametersError(text, params)
-        _log.error(text, key="unused-parameters", all_ranks=True)
-        raise error from exc
+        # Not logged here as well: reaching the top, it is printed once per rank (_excepthook).
+        raise UnusedParametersError(text, params) from exc

@@ -102,7 +102,37 @@ def _metric_accepts_collect_dir(config_path: str) -> bool:
     return True
 
 
-def _run_checks(plan: Plan) -> Plan:
+def usable_cpus() -> int | None:
+    """CPU cores this process may run on (its affinity mask: taskset, cgroups cpusets, SLURM)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count()
+
+
+def _config_problem(path: str) -> str | None:
+    """Why ``path`` cannot be the config file, or None: read and (for .py) parsed, never run."""
+    if not os.path.exists(path):
+        return f"the config file {path!r} does not exist (relative to {os.getcwd()})"
+    if not os.path.isfile(path):
+        return f"the config {path!r} is not a file"
+    try:
+        with open(path, "rb") as fh:
+            source = fh.read()
+    except OSError as exc:
+        return f"the config file {path!r} cannot be read ({exc.strerror})"
+    if path.endswith(".py"):
+        import ast
+
+        try:
+            ast.parse(source, filename=path)
+        except (SyntaxError, ValueError) as exc:
+            where = f" (line {exc.lineno})" if getattr(exc, "lineno", None) else ""
+            return f"the config file {path!r} is not valid Python{where}: {getattr(exc, 'msg', exc)}"
+    return None
+
+
+def _run_checks(plan: Plan, check_files: bool = True) -> Plan:
     import dataclasses
 
     from .._ports import port_free
@@ -117,6 +147,13 @@ def _run_checks(plan: Plan) -> Plan:
                 "training job. Choose a free one (e.g. PORT=29501), or on a single node leave PORT and "
                 "MASTER_PORT unset: the launch then picks a free port by itself."
             )
+        if kind == "config_file" and check_files and (problem := _config_problem(value)):
+            raise LegacyUsageError(f"{problem}. Nothing was started; fix the path or the file and run the "
+                                   "command again.")
+        if kind == "checkpoint_file" and check_files and not os.path.isfile(value):
+            what = "is not a file" if os.path.exists(value) else "does not exist"
+            raise LegacyUsageError(f"the checkpoint {value!r} {what} (relative to {os.getcwd()}). Nothing was "
+                                   "started; give the path of an existing .pth file.")
         if kind == "collect_dir":
             config = next((a for a in argv if not a.startswith("-")), None)
             if config and not _metric_accepts_collect_dir(config):
@@ -159,8 +196,9 @@ def _parse_known_args(wrapped: Callable[..., Any], parser: Any, args: tuple, kwa
         return wrapped(*args, **kwargs)
     try:
         plan = translate(sys.argv[1:], os.environ, info, visible_gpus=_visible_gpus(),
-                         any_parser=settings.legacy_any_parser, program=sys.argv[0])
-        plan = _run_checks(plan)
+                         any_parser=settings.legacy_any_parser, program=sys.argv[0], usable_cpus=usable_cpus(),
+                         allow_cpu_oversubscribe=settings.allow_cpu_oversubscribe)
+        plan = _run_checks(plan, check_files=not settings.translate_only)
     except LegacyUsageError as exc:
         parser.exit(2, f"{parser.prog}: error: {exc.message}\n")
     if settings.translate_only:
@@ -204,6 +242,36 @@ def _gpus_without_cuda() -> int | None:
     return len(entries) or None
 
 
+_TORCHRUN_MODULES = ("torch.distributed.run", "torch.distributed.launch")
+
+
+def _is_torchrun(argv: list[str]) -> bool:
+    if len(argv) > 1 and os.path.basename(argv[1]) == "torchrun":
+        return True
+    return any(a == "-m" and b in _TORCHRUN_MODULES for a, b in zip(argv, argv[1:]))
+
+
+def stop_torchrun_in_srun() -> None:
+    """torchrun started by each task of a multi-task srun step: stop before it spawns workers.
+
+    Caught in torchrun's own process, the mistake is reported once (by task 0; the
+    others exit quietly), instead of by every worker of every task and then again
+    by torchrun's ChildFailedError summary.
+    """
+    from .._ranks import in_srun_step, srun_tasks
+
+    argv = list(getattr(sys, "orig_argv", sys.argv))
+    if not in_srun_step() or "TORCHELASTIC_RUN_ID" in os.environ or srun_tasks() < 2 or not _is_torchrun(argv):
+        return
+    from ..launch.translate import torchrun_in_srun_message
+
+    if os.environ.get("SLURM_PROCID") == "0":
+        script = next((a for a in argv[2:] if a.endswith(".py")), "tools/train.py")
+        sys.stderr.write(f"mmfix: error: {torchrun_in_srun_message(srun_tasks(), script)}\n")
+        sys.stderr.flush()
+    os._exit(2)  # at start-up: nothing has run yet
+
+
 def launch_early() -> None:
     """Start a legacy `--gpus N` launch at interpreter start, before the script's imports.
 
@@ -234,7 +302,8 @@ def launch_early() -> None:
         return
     try:
         plan = _run_checks(translate(argv[1:], os.environ, info, visible_gpus=_gpus_without_cuda(),
-                                     program=argv[0]))
+                                     program=argv[0], usable_cpus=usable_cpus(),
+                                     allow_cpu_oversubscribe=settings.allow_cpu_oversubscribe))
     except LegacyUsageError as exc:
         prog = os.path.basename(argv[0])
         sys.stderr.write(f"{prog}: error: {exc.message}\n")
@@ -259,16 +328,50 @@ def _announce(original: list[str], command: list[str], plan: Plan) -> None:
         _log.warning(warning, key=f"translate:{warning}")
 
 
+def translation_data(original: list[str], plan: Plan | None, reason: str | None,
+                     command: list[str] | None) -> dict[str, Any]:
+    """What `mmfix translate` shows: the original, the translated command, its environment and notes."""
+    data: dict[str, Any] = {"original": original}
+    if plan is None or not plan.changed:
+        data.update(changed=False, reason=reason, command=original, env={}, notes=[],
+                    warnings=[] if plan is None else list(plan.warnings))
+    else:
+        data.update(changed=True, command=command, env=dict(plan.env), notes=list(plan.notes),
+                    warnings=list(plan.warnings), launch=None if plan.launch is None else vars(plan.launch))
+    return data
+
+
 def _print_translation(original: list[str], plan: Plan | None, reason: str | None) -> None:
     import json
 
-    data: dict[str, Any] = {"original": original}
-    if plan is None:
-        data.update(changed=False, reason=reason, command=original, env={}, notes=[], warnings=[])
-    else:
-        data.update(changed=plan.changed, command=_translated_command(plan) if plan.changed else original,
-                    env=dict(plan.env), notes=list(plan.notes), warnings=list(plan.warnings),
-                    launch=None if plan.launch is None else vars(plan.launch))
-    sys.stdout.write(TRANSLATION_MARKER + json.dumps(data) + "\n")
+    command = _translated_command(plan) if plan is not None and plan.changed else None
+    sys.stdout.write(TRANSLATION_MARKER + json.dumps(translation_data(original, plan, reason, command)) + "\n")
     sys.stdout.flush()
     os._exit(0)  # print, never run: nothing of the script may execute past this point
+
+
+def translate_statically(python: str, script: str, args: list[str]) -> dict[str, Any] | None:
+    """`mmfix translate` without running anything: the script's parser read from its source.
+
+    None when the source does not say for certain what the parser accepts; then only
+    running the script up to its parse can tell (``--run-to-parse``). Raises
+    LegacyUsageError for a command line the launch would refuse. Files (config,
+    checkpoints) are not checked: the translation is shown either way.
+    """
+    from ..launch import execute
+    from ..launch.static_parser import parser_info_from_source
+    from ..launch.translate import translate
+
+    with open(script, encoding="utf-8") as fh:
+        info = parser_info_from_source(fh.read())
+    if info is None:
+        return None
+    settings = _settings.current()
+    plan = _run_checks(translate(args, os.environ, info, visible_gpus=_gpus_without_cuda(), program=script,
+                                 usable_cpus=usable_cpus(), allow_cpu_oversubscribe=settings.allow_cpu_oversubscribe),
+                       check_files=False)
+    if plan.launch is not None:
+        command = execute.torchrun_argv(plan, [os.path.abspath(script)], python)
+    else:
+        command = [python, script, *plan.argv]
+    return translation_data([python, script, *args], plan, None, command)

@@ -24,7 +24,7 @@ def apply() -> str | None:
     def record_then_report(exc_type: type[BaseException], exc: BaseException, tb: Any) -> None:
         if not isinstance(exc, (KeyboardInterrupt, SystemExit)):
             try:
-                _record(exc_type, exc, tb)
+                record(exc_type, exc, tb)
             except Exception:
                 pass  # the summary is a courtesy; the traceback below still prints
         previous(exc_type, exc, tb)
@@ -35,7 +35,7 @@ def apply() -> str | None:
     return None
 
 
-def _record(exc_type: type[BaseException], exc: BaseException, tb: Any) -> None:
+def record(exc_type: type[BaseException], exc: BaseException, tb: Any) -> None:
     """Write the error file in the format torch's ErrorHandler.record_exception uses
     (which reads the *active* exception, and there is none inside an excepthook)."""
     import json

@@ -58,6 +58,14 @@ def test_unused_parameters_are_named_and_the_switch_fixes_it(tmp_path: Path) -> 
     assert "UnusedParametersError: DDP stopped training: these parameters received no gradient" in log
     assert "aux_head.weight, aux_head.bias" in log
     assert "--cfg-options find_unused_parameters=True" in log
+    # Each rank ends with the message, once, and no traceback of its own; torchrun's summary
+    # still names the rank and the error (from the error file).
+    for rank in (0, 1):
+        assert proc.stderr.count(f"[rank {rank}] mmfix.UnusedParametersError: DDP stopped training") == 1
+    summary = log[log.index("Root Cause"):]
+    assert "error_file: <N/A>" not in summary and "UnusedParametersError: DDP stopped training" in summary
+    head = proc.stderr[:proc.stderr.index("ChildFailedError")]
+    assert head.count("Traceback (most recent call last)") <= 1  # torchrun's own, ahead of its summary
 
     proc, log = torchrun(tmp_path / "b", "--cfg-options", "model.unused_branch=True",
                          MMFIX_FIND_UNUSED_PARAMETERS="1")
@@ -119,7 +127,7 @@ def test_local_rank_beyond_visible_devices_is_a_clear_error() -> None:
     out = _fake(LOCAL_RANK="3", CUDA_VISIBLE_DEVICES="0,1")
     kind, message = out["error"]
     assert kind == "DeviceAssignmentError"
-    assert "LOCAL_RANK=3" in message and "only 2 CUDA device(s)" in message
+    assert "LOCAL_RANK=3" in message and "only 2 CUDA devices are visible" in message
     assert "CUDA_VISIBLE_DEVICES is '0,1'" in message and "--nproc_per_node 2" in message
 
 

@@ -101,7 +101,9 @@ def test_disk_full_stops_with_one_clear_error_and_no_partial_file(small_disk: Pa
     proc, log = train(work, "--cfg-options", "val_cfg=None", "val_dataloader=None", "val_evaluator=None")
     assert proc.returncode != 0
     last_line = proc.stderr.strip().splitlines()[-1]
-    assert last_line.startswith("mmfix._errors.CheckpointSaveError: [Errno 28] could not save")
+    # The message alone ends the run: no traceback, no "[Errno 28] …: 'path'" around it.
+    assert last_line.startswith("mmfix.CheckpointSaveError: could not save")
+    assert "Traceback" not in proc.stderr and not last_line.endswith("'")
     assert str(work / "epoch_2.pth") in last_line and "the disk is full" in last_line
     needed = int(last_line.split("it needs ")[1].split(" bytes")[0].replace(",", ""))
     free = int(last_line.split("and ")[1].split(" bytes are free")[0].replace(",", ""))
@@ -129,7 +131,11 @@ def test_explicit_resume_of_an_unreadable_file_is_a_clear_error(tmp_path: Path) 
     proc, log = train(work, "--resume", str(bad))
     assert proc.returncode != 0
     last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("mmfix._errors.CheckpointCorruptError") and str(bad) in last
+    assert last.startswith("mmfix.CheckpointCorruptError") and str(bad) in last
+    assert "Traceback" not in proc.stderr
+
+    proc, _ = train(work, "--resume", str(bad), MMFIX_LOG_LEVEL="debug")  # the traceback, on request
+    assert proc.returncode != 0 and "Traceback" in proc.stderr
 
 
 def test_a_worker_that_raises_fails_the_legacy_launch_names_it_and_leaves_nothing(tmp_path: Path) -> None:

@@ -160,6 +160,10 @@ def test_hook_install_status_uninstall(hooked_venv: Path, script: Path) -> None:
 
     out = result(run([py, str(script)], check=True))
     assert out == {"active": True, "depth": 1, "doors": ["pth"], "user_site": None}
+    # `mmfix status` answers for a `python` started from a shell with this environment active.
+    shell = clean_env(PATH=f"{hooked_venv.parent}{os.pathsep}{os.environ['PATH']}")
+    status = json.loads(run([py, "-m", "mmfix", "status", "--json"], env=shell, check=True).stdout)
+    assert status["active"] and status["front_doors"] == ["pth"] and status["doors"]["pth_hook_installed"]
     # -I keeps site-packages (and so the .pth); -S skips it.
     assert result(run([py, "-I", str(script)], check=True))["active"] is True
     assert result(run([py, "-S", "-c", f"import sys; sys.path[:0] = {sys.path!r}\n" + SCRIPT_NO_IMPORT],

@@ -46,7 +46,7 @@ def test_legacy_gpus_2_trains_with_world_size_2_and_resume_from_continues(tmp_pa
     assert log.count("command line translated:") == 1
     assert "--nproc_per_node 2" in log and "randomness.seed=0" in log
     # CPU host: exactly one warning about CPU workers, none repeated by the workers about nccl
-    assert log.count("runs 2 CPU worker(s) with the gloo backend") == 1 and "mmfix uses gloo instead" not in log
+    assert log.count("runs 2 CPU workers with the gloo backend") == 1 and "mmfix uses gloo instead" not in log
     ranks = probes(tmp_path)
     assert [p["world_size"] for p in ranks] == [2, 2] and [p["steps"] for p in ranks] == [8, 8]
     assert (tmp_path / "saved_by_rank0").exists() and not (tmp_path / "saved_by_rank1").exists()
@@ -154,7 +154,7 @@ def test_mmfix_translate_prints_and_runs_nothing(tmp_path: Path) -> None:
     text = run([sys.executable, "-m", "mmfix", "translate", sys.executable, str(TEST), str(CONFIG), "c.pth",
                 "--gpu-id", "0", "--eval", "acc"], env=env(), check=True).stdout
     assert "test_evaluator.metric=[acc]" in text
-    plain = run([sys.executable, "-m", "mmfix", "translate", sys.executable, "-c",
+    plain = run([sys.executable, "-m", "mmfix", "translate", "--run-to-parse", sys.executable, "-c",
                  "import argparse; p = argparse.ArgumentParser(); p.add_argument('--gpus'); p.parse_args()",
                  "--gpus", "2"], env=env(), check=True).stdout
     assert "unchanged" in plain

@@ -71,3 +71,13 @@ def test_bad_mmap_and_wait_warn_and_keep_default(capsys: pytest.CaptureFixture[s
     assert "MMFIX_MMAP='sometimes' is not auto, 1 or 0" in err
     assert "MMFIX_SHARED_LOAD_WAIT='-3' is not a positive number of seconds" in err
     assert _settings.Settings({"MMFIX_SHARED_LOAD_WAIT": "2.5"}).shared_load_wait == 2.5
+
+
+def test_a_bad_value_is_reported_once_per_job(capsys: pytest.CaptureFixture[str]) -> None:
+    _settings.Settings({"MMFIX_CPU_MAP": "perhaps", "RANK": "1"})  # rank 0 reports it, not rank 1
+    _settings.Settings({"MMFIX_CPU_MAP": "perhaps", "MMFIX_SETTINGS_REPORTED": "1"})  # the parent reported it
+    assert capsys.readouterr().err == ""
+    _settings.Settings({"MMFIX_CPU_MAP": "perhaps", "RANK": "0"})
+    err = capsys.readouterr().err
+    assert err.count("MMFIX_CPU_MAP='perhaps'") == 1
+    assert re.match(r"^\d\d/\d\d \d\d:\d\d:\d\d - mmfix - WARNING - MMFIX_CPU_MAP", err)

@@ -90,6 +90,7 @@ def test_gpu_ids_become_cuda_visible_devices_through_the_users_own() -> None:
     ("--no-validate", ("--cfg-options", "val_cfg=None", "val_dataloader=None", "val_evaluator=None")),
     ("--options a.b=1 c=[1,2]", ("--cfg-options", "a.b=1", "c=[1,2]")),
     ("--seed=3", ("--cfg-options", "randomness.seed=3")),
+    ("--load-from pre.pth", ("--cfg-options", "load_from=pre.pth")),
 ])
 def test_train_rows(legacy: str, expected: tuple) -> None:
     plan = t(f"{CFG} {legacy}")
@@ -194,14 +195,14 @@ def test_multi_node_from_dist_train_variables() -> None:
     plan = t(f"{CFG} --gpus 4", env, gpus=4)
     assert plan.launch.torchrun_args() == ["--nnodes", "2", "--node_rank", "1", "--nproc_per_node", "4",
                                            "--master_addr", "10.0.0.1", "--master_port", "29600"]
-    assert plan.checks == ()  # only the master's node binds the port
+    assert not [c for c in plan.checks if c[0] == "port_free"]  # only the master's node binds the port
     env["NODE_RANK"] = "0"
-    assert t(f"{CFG} --gpus 4", env, gpus=4).checks == (("port_free", "29600"),)
+    assert ("port_free", "29600") in t(f"{CFG} --gpus 4", env, gpus=4).checks
 
 
 def test_a_given_port_on_one_node_is_used_and_checked() -> None:
     plan = t(f"{CFG} --gpus 2", {"MASTER_PORT": "29555"}, gpus=2)
-    assert "--master_port" in plan.launch.torchrun_args() and plan.checks == (("port_free", "29555"),)
+    assert "--master_port" in plan.launch.torchrun_args() and ("port_free", "29555") in plan.checks
 
 
 def test_inside_a_torchrun_worker_nothing_launches_and_the_launcher_is_added() -> None:
@@ -216,7 +217,7 @@ def test_under_srun_tasks_get_the_slurm_launcher_and_gpus_is_explained() -> None
     env = {"SLURM_STEP_ID": "0", "SLURM_PROCID": "1", "SLURM_LOCALID": "1", "SLURM_NTASKS": "2"}
     plan = t(f"{CFG} --gpus 2", env, gpus=None)
     assert plan.launch is None and plan.argv == (CFG, "--launcher", "slurm")
-    assert any("under srun each of the 2 task(s) is one process" in n for n in plan.notes)
+    assert any("under srun each of the 2 tasks is one process" in n for n in plan.notes)
     single = {**env, "SLURM_NTASKS": "1"}
     assert t(f"{CFG}", single).argv == (CFG,)
 
@@ -298,3 +299,30 @@ def test_static_parser_answers_only_when_certain(source: str) -> None:
     from mmfix.launch.static_parser import parser_info_from_source
 
     assert parser_info_from_source(source) is None
+
+
+# --- issue 11: CPU workers bounded by the usable cores; files checked before a launch -------------
+
+def test_gpus_above_the_usable_cpus_on_a_cpu_host_is_refused_unless_allowed() -> None:
+    with pytest.raises(LegacyUsageError) as info:
+        t(f"{CFG} --gpus 99", gpus=None, usable_cpus=2)
+    message = info.value.message
+    assert "--gpus 99 would start 99 CPU workers" in message and "only 2 CPU cores" in message
+    assert "--gpus 2 or fewer" in message and "MMFIX_ALLOW_CPU_OVERSUBSCRIBE=1" in message
+    with pytest.raises(LegacyUsageError):
+        t(f"{CFG} --gpu-ids 0 1 2", gpus=None, usable_cpus=2)
+    assert t(f"{CFG} --gpus 2", gpus=None, usable_cpus=2).launch.nproc_per_node == 2
+    assert t(f"{CFG} --gpus 99", gpus=None, usable_cpus=2, allow_cpu_oversubscribe=True).launch.nproc_per_node == 99
+    # GPUs visible: the GPU count is the limit, not the cores; under srun, srun decides.
+    assert t(f"{CFG} --gpus 8", gpus=8, usable_cpus=2).launch.nproc_per_node == 8
+    srun = {"SLURM_STEP_ID": "0", "SLURM_PROCID": "0", "SLURM_NTASKS": "4"}
+    assert t(f"{CFG} --gpus 4", srun, gpus=None, usable_cpus=2).launch is None
+
+
+def test_a_launch_asks_the_shell_to_check_config_and_checkpoints_first() -> None:
+    plan = t(f"{CFG} --gpus 2 --resume-from w/epoch_3.pth --load-from pre.pth", gpus=2)
+    assert ("config_file", CFG) in plan.checks
+    assert ("checkpoint_file", "w/epoch_3.pth") in plan.checks and ("checkpoint_file", "pre.pth") in plan.checks
+    plan = t(f"{CFG} w/epoch_3.pth --gpus 2", parser=TEST, gpus=2)
+    assert plan.checks == (("config_file", CFG), ("checkpoint_file", "w/epoch_3.pth"))
+    assert t(f"{CFG} --resume-from w/epoch_3.pth", gpus=2).checks == ()  # in place: the tool reads them itself

@@ -1,0 +1,125 @@
+"""Every patch through every ordering of import / enable / disable / enable (issue 11, item 9).
+
+As ddtrace's patch test base does: whatever the order in which the patched modules
+are imported and mmfix is enabled and disabled, each patched name ends up wrapped
+exactly once when mmfix is on, and holds the original when it is off. Each ordering
+runs in a fresh interpreter (imports cannot be undone), with every patch applicable:
+LOCAL_RANK for cuda_device, TORCHELASTIC_ERROR_FILE for worker_errors, and
+MMFIX_LEGACY_ANY_PARSER for legacy_cli, MMFIX_MEMORY_REPORT for memory_report.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import clean_env, run
+
+from mmfix.patches import PATCHES
+
+PROBE = r"""
+import importlib, json, sys
+events = json.loads(sys.argv[1])
+# Two stages, so that a patch can be applied while a module its apply() hooks for
+# (mmengine.model, for cpu_distributed) is not imported yet.
+FIRST = ("argparse", "torch", "mmengine.dist")
+MODULES = FIRST + ("mmengine.logging", "mmengine.model", "mmengine.runner", "mmengine.hooks.checkpoint_hook",
+                   "mmengine.fileio.backends.local_backend")
+TARGETS = {
+    "torch_load": [("torch", "load"), ("torch.serialization", "load")],
+    "mmengine_checkpoint": [("mmengine.runner.checkpoint", "_load_checkpoint"),
+                            ("mmengine.runner.checkpoint", "load_checkpoint"),
+                            ("mmengine.runner.checkpoint", "CheckpointLoader.load_checkpoint"),
+                            ("mmengine.runner.runner", "Runner.resume"),
+                            ("mmengine.runner.runner", "Runner.load_checkpoint")],
+    "cuda_device": [("torch.cuda", "_lazy_init")],
+    "cpu_distributed": [("mmengine.dist.utils", "init_dist"), ("mmengine.dist", "init_dist"),
+                        ("mmengine.runner.runner", "init_dist"),
+                        ("mmengine.model.wrappers.distributed", "MMDistributedDataParallel.__init__")],
+    "ddp_errors": [("mmengine.runner.runner", "Runner.wrap_model"),
+                   ("mmengine.model.wrappers.distributed", "MMDistributedDataParallel.train_step")],
+    "memory_report": [("mmengine.runner.runner", "Runner.train")],
+    "legacy_cli": [("argparse", "ArgumentParser.parse_known_args")],
+    "atomic_save": [("mmengine.runner.checkpoint", "save_checkpoint"),
+                    ("mmengine.fileio.backends.local_backend", "LocalBackend.put")],
+    "resume_fallback": [("mmengine.runner.checkpoint", "find_latest_checkpoint")],
+}
+
+
+def raw(module, path):
+    owner = importlib.import_module(module)
+    *parents, name = path.split(".")
+    for part in parents:
+        owner = getattr(owner, part)
+    if isinstance(owner, type):
+        for klass in owner.__mro__:
+            if name in vars(klass):
+                return vars(klass)[name]
+    return getattr(owner, name)
+
+
+def depth(obj):
+    n = 0
+    while type(obj).__name__.startswith("Mmfix"):  # mmfix's wrapper types only
+        n += 1
+        obj = obj.__wrapped__
+    return n
+
+
+def excepthook_depth():
+    n, hook = 0, sys.excepthook
+    while hasattr(hook, "mmfix_previous"):
+        n, hook = n + 1, hook.mmfix_previous
+    return n
+
+
+mmfix = None
+for event in events:
+    if event == "mmfix":
+        import mmfix
+    elif event in ("import", "import_first"):
+        for name in (MODULES if event == "import" else FIRST):
+            importlib.import_module(name)
+    else:
+        getattr(mmfix, event)()
+for name in MODULES:
+    importlib.import_module(name)
+from mmfix import _atomic
+
+result = {name: [depth(raw(m, p)) for m, p in targets] for name, targets in TARGETS.items()}
+result["worker_errors"] = [excepthook_depth()]
+hook_module = sys.modules["mmengine.hooks.checkpoint_hook"]
+result["atomic_save"].append(int(vars(hook_module).get("open") is _atomic.open_atomic))
+result["states"] = {k: v["state"] for k, v in mmfix.status()["patches"].items()}
+print("RESULT " + json.dumps(result))
+"""
+
+
+def _insert(base: list[str], i: int, j: int) -> tuple[str, ...]:
+    """``base`` with the first import stage at position i and the rest at j >= i."""
+    events = base[:j] + ["import"] + base[j:]
+    return tuple(events[:i] + ["import_first"] + events[i:])
+
+
+BASES = [["mmfix", "enable"], ["mmfix", "disable"], ["mmfix", "disable", "enable"]]
+ORDERINGS = sorted({_insert(b, i, j) for b in BASES for j in range(len(b) + 1) for i in range(j + 1)}
+                   | {tuple(b[:i] + ["import"] + b[i:]) for b in [["mmfix", "disable", "enable", "disable", "enable"]]
+                      for i in range(6)})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("events", ORDERINGS, ids=["-".join(o) for o in ORDERINGS])
+def test_every_patch_survives_the_ordering(events: tuple[str, ...], tmp_path: Path) -> None:
+    env = clean_env(LOCAL_RANK="0", TORCHELASTIC_ERROR_FILE=str(tmp_path / "error.json"),
+                    MMFIX_LEGACY_ANY_PARSER="1", MMFIX_MEMORY_REPORT="1")
+    proc = run([sys.executable, "-c", PROBE, json.dumps(list(events))], env=env, check=True, timeout=300)
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))
+    result = json.loads(line[len("RESULT "):])
+    on = [e for e in events if e in ("enable", "disable")][-1] == "enable"
+    states = result.pop("states")
+    assert set(result) == set(PATCHES)
+    for name, depths in result.items():
+        assert depths == [int(on)] * len(depths), (name, depths, states[name])
+        assert states[name] == ("active" if on else "removed"), (name, states[name])
