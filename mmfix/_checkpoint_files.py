@@ -99,7 +99,8 @@ def _zip_problem(source: Any) -> str | None:
             f"it starts like a zip archive but its directory cannot be read ({exc}); "
             "the file is truncated — typically a save that was interrupted or a copy that did not finish"
         )
-    except (EOFError, OSError, ValueError, struct.error, NotImplementedError, zlib.error) as exc:
+    except (EOFError, OSError, ValueError, struct.error, NotImplementedError, zlib.error, RuntimeError) as exc:
+        # (zipfile raises RuntimeError for an encrypted record, which torch.save never writes)
         return f"the zip archive cannot be read ({exc}); the file is truncated or damaged"
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import pickle
 import re
+import sys
 import threading
 from typing import Any, Callable
 
@@ -37,6 +38,7 @@ _FIXED = {"b1": 1, **{f"{k}{n}": n for k in "iu" for n in (1, 2, 4, 8)},
 _FLEXIBLE = re.compile(r"^([SU])([1-9][0-9]{0,8})$")
 _MAX_NDIM = 32  # numpy's limit is 64; nothing MMEngine writes comes close
 _MAX_ITEMSIZE = 1 << 20
+_MAX_DIM = 1 << 62  # numpy's own limit is below 2**63
 
 
 def _refuse(message: str) -> pickle.UnpicklingError:
@@ -48,9 +50,12 @@ def check_dtype_args(args: Any) -> str:
     if not (isinstance(args, tuple) and len(args) == 3):
         raise _refuse(f"numpy.dtype called with {_short(args)}; numpy writes (spec, False, True)")
     spec, align, copy = args
-    if not isinstance(spec, str) or (spec not in _FIXED and not _FLEXIBLE.match(spec)):
+    flexible = _FLEXIBLE.match(spec) if isinstance(spec, str) else None
+    if not isinstance(spec, str) or (spec not in _FIXED and not flexible):
         raise _refuse(f"dtype {_short(spec)} is not a plain numeric, bool, bytes or str dtype "
                       "(object, structured, void and datetime dtypes are refused)")
+    if flexible and int(flexible.group(2)) * (4 if flexible.group(1) == "U" else 1) > _MAX_ITEMSIZE:
+        raise _refuse(f"dtype {spec!r} has items larger than {_MAX_ITEMSIZE >> 20} MiB")
     if align is not False or copy is not True:
         raise _refuse(f"numpy.dtype({spec!r}, {_short(align)}, {_short(copy)}): numpy writes align=False, copy=True")
     return spec
@@ -86,11 +91,12 @@ def check_array_state(state: Any, itemsize: int) -> None:
     if not (isinstance(state, tuple) and len(state) == 5 and state[0] == 1):
         raise _refuse(f"an array has state {_short(state)}; numpy writes (1, shape, dtype, fortran, bytes)")
     _, shape, _dtype, fortran, data = state
-    if not (isinstance(shape, tuple) and len(shape) <= _MAX_NDIM and all(type(n) is int and n >= 0 for n in shape)):
+    if not (isinstance(shape, tuple) and len(shape) <= _MAX_NDIM
+            and all(type(n) is int and 0 <= n < _MAX_DIM for n in shape)):
         raise _refuse(f"an array has shape {_short(shape)}")
     if type(fortran) is not bool:
         raise _refuse(f"an array has order flag {_short(fortran)}")
-    if not isinstance(data, (bytes, bytearray)):
+    if not isinstance(data, (bytes, bytearray, ByteCount)):
         raise _refuse(f"an array's data is a {type(data).__name__}, not bytes")
     count = 1
     for n in shape:
@@ -98,6 +104,18 @@ def check_array_state(state: Any, itemsize: int) -> None:
     if count * itemsize != len(data):
         raise _refuse(f"an array of shape {shape} and item size {itemsize} needs {count * itemsize} bytes, "
                       f"the file gives {len(data)}")
+
+
+class ByteCount:
+    """Bytes the static reader knows only the length of (it never materialises them)."""
+
+    __slots__ = ("n",)
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
 
 
 def check_reconstruct_args(args: Any, ndarray_name: Any) -> None:
@@ -113,6 +131,9 @@ def _short(value: Any) -> str:
 
 class _Load(threading.local):
     made = 0
+
+    def __init__(self) -> None:
+        self.builders: list[Any] = []  # every builder of the loads running on this thread
 
 
 _load = _Load()
@@ -132,6 +153,7 @@ class DtypeBuilder:
     def __init__(self, spec: str) -> None:
         self.spec = spec
         self.dtype: Any = None
+        _load.builders.append(self)
 
     def __setstate__(self, state: Any) -> None:
         import numpy as np
@@ -139,7 +161,10 @@ class DtypeBuilder:
         if self.dtype is not None:
             raise _refuse("a dtype is built twice")
         order = check_dtype_state(self.spec, state)
-        dtype = np.dtype(self.spec)
+        try:
+            dtype = np.dtype(self.spec)
+        except (TypeError, ValueError) as exc:
+            raise _refuse(f"numpy does not know dtype {self.spec!r} ({exc})") from None
         self.dtype = dtype.newbyteorder(order) if order in "<>" and dtype.byteorder not in ("|", order) else dtype
         _load.made += 1
 
@@ -154,6 +179,7 @@ class ArrayBuilder:
 
     def __init__(self) -> None:
         self.array: Any = None
+        _load.builders.append(self)
 
     def __hash__(self) -> int:
         # Real arrays are unhashable: refuse as cleanly as torch refuses a global.
@@ -178,7 +204,10 @@ class ArrayBuilder:
         real = dtype.built()
         check_array_state(state, real.itemsize)
         array = np.ndarray.__new__(np.ndarray, (0,), "b")
-        array.__setstate__((1, state[1], real, state[3], bytes(state[4])))
+        try:
+            array.__setstate__((1, state[1], real, state[3], bytes(state[4])))
+        except (ValueError, TypeError, MemoryError) as exc:
+            raise _refuse(f"numpy cannot build the array ({type(exc).__name__}: {str(exc)[:120]})") from None
         self.array = array
         _load.made += 1
 
@@ -233,8 +262,8 @@ def entries() -> list[Any]:
     return list(_STANDINS + _BUILDERS)
 
 
-def begin() -> int:
-    return _load.made
+def begin() -> tuple[int, int]:
+    return _load.made, len(_load.builders)
 
 
 def unwrap(value: Any) -> Any:
@@ -246,16 +275,53 @@ def unwrap(value: Any) -> Any:
 _CONTAINERS = (dict, list, tuple, set)
 
 
-def resolve(root: Any, mark: int, instance_types: Callable[[], tuple[type, ...]] = tuple) -> Any:
+def resolve(root: Any, mark: tuple[int, int], instance_types: Callable[[], tuple[type, ...]] = tuple) -> Any:
     """Swap builders for their arrays and dtypes throughout ``root``; no-op if the load made none.
 
     Iterative (a pickle can nest lists 100,000 deep) and memoised (shared and
     cyclic references keep their identity). ``instance_types``: the classes whose
     ``__dict__`` may hold loaded values (user-trusted classes), asked only if needed.
+    Then no builder may still be referenced from anywhere (a tensor's or an
+    OrderedDict's attributes, a closure): numpy never writes arrays there, and a
+    builder must never reach the caller.
     """
-    if _load.made == mark:
+    made, first = mark
+    try:
+        if len(_load.builders) == first:
+            return root
+        if _load.made != made:
+            root = _resolve(root, instance_types())
+        _check_none_left(first)
         return root
-    return _resolve(root, instance_types())
+    finally:
+        del _load.builders[first:]
+
+
+def discard(mark: tuple[int, int]) -> None:
+    del _load.builders[mark[1]:]
+
+
+def _referenced(first: int) -> list[str]:
+    builders, left = _load.builders, []
+    for i in range(first, len(builders)):
+        # References: the list, getrefcount's argument and ``builder``.
+        builder = builders[i]
+        if sys.getrefcount(builder) > 3:
+            left.append(type(builder).__name__)
+    return left
+
+
+def _check_none_left(first: int) -> None:
+    import gc
+
+    for attempt in range(2):
+        left = _referenced(first)
+        if not left:
+            return
+        if attempt == 0:
+            gc.collect()  # garbage cycles (a replaced tuple in a cycle) are not references
+    raise _refuse(f"numpy data ({left[0]}) ended up where numpy never writes it (an object's attributes "
+                  "or an unreachable cycle)")
 
 
 def _resolve(root: Any, instance_types: tuple[type, ...]) -> Any:
@@ -281,6 +347,11 @@ def _resolve(root: Any, instance_types: tuple[type, ...]) -> Any:
             stack.extend((child, False) for child in kids if id(child) not in done)
             continue
         done[key] = _rebuilt(obj, done, instance_types)
+    # A container in a cycle through a tuple was rebuilt while that tuple was still in
+    # progress: one more pass hands it the tuple's final version.
+    for obj in keep_alive:
+        if isinstance(obj, (dict, list)) or (instance_types and isinstance(obj, instance_types)):
+            _rebuilt(obj, done, instance_types)
     return done[id(root)]
 
 

@@ -51,6 +51,7 @@ class Global:
 class Call:
     func: Any
     args: Any
+    built: bool = False
 
 
 @dataclass(eq=False)
@@ -139,9 +140,9 @@ def read(stream: BinaryIO, reading: Reading | None = None, limit: int = MAX_BYTE
     try:
         for opcode, arg, _pos in pickletools.genops(source):
             reading.ops += 1
-            if reading.ops > MAX_OPS:
+            if reading.ops > MAX_OPS:  # ops counts work: heavy opcodes add what they cost
                 raise PickleUnreadable(f"its pickle has more than {MAX_OPS:,} opcodes, more than mmfix reads")
-            if not reading.ops & 0xFFFF and time.monotonic() > deadline:
+            if not reading.ops & 0x3FF and time.monotonic() > deadline:
                 raise PickleUnreadable(f"reading its pickle took more than {MAX_SECONDS:.0f} s")
             machine.step(opcode.name, arg)
             if opcode.name == "STOP":
@@ -274,8 +275,8 @@ class _Machine:
                 stack.pop()
             args = stack.pop()
             cls = stack.pop()
-            if isinstance(cls, Global) and cls.name == "numpy.ndarray":
-                self.problem("it calls numpy.ndarray(...) directly; numpy writes arrays through _reconstruct")
+            if isinstance(cls, Global) and cls.name in _numpy_guard.NAMES:
+                self.problem(f"it creates {cls.name} with NEWOBJ; numpy never writes that")
             stack.append(Call(cls, args))
         elif name == "BUILD":
             state = stack.pop()
@@ -293,6 +294,8 @@ class _Machine:
             raise ValueError(f"unknown opcode {name}")
 
     def _global(self, module: str, attr: str) -> Global:
+        if len(module) + len(attr) > 1024:
+            raise PickleUnreadable("it names a global longer than 1 KiB; no module or class has such a name")
         if (module, attr) in _compat_pickle.NAME_MAPPING:
             module, attr = _compat_pickle.NAME_MAPPING[(module, attr)]
         elif module in _compat_pickle.IMPORT_MAPPING:
@@ -332,7 +335,12 @@ class _Machine:
         try:
             if name == "_codecs.encode":
                 if isinstance(args, tuple) and len(args) == 2 and isinstance(args[0], str) and args[1] == "latin1":
-                    return args[0].encode("latin-1")
+                    self.r.ops += len(args[0]) >> 8  # the scan below costs what the string is long
+                    if args[0] and max(args[0]) > "\xff":
+                        self.problem("it encodes text as latin-1 that latin-1 cannot hold")
+                        return Opaque("bytes")
+                    # Small ones (type codes, scalars) are checked exactly; large ones only by length.
+                    return args[0].encode("latin-1") if len(args[0]) <= 64 else _numpy_guard.ByteCount(len(args[0]))
             elif name == "numpy.dtype":
                 spec = _numpy_guard.check_dtype_args(args)
                 size = int(re.sub(r"\D", "", spec))
@@ -348,10 +356,24 @@ class _Machine:
                              "plus its state")
             elif name in _SCALAR:
                 if not (isinstance(args, tuple) and len(args) == 2 and isinstance(args[0], Dtype)
-                        and isinstance(args[1], bytes)):
+                        and isinstance(args[1], (bytes, _numpy_guard.ByteCount))):
                     raise _numpy_guard._refuse("a numpy scalar is not written as (dtype, bytes)")
                 if len(args[1]) != args[0].itemsize:
                     raise _numpy_guard._refuse(f"a {args[0].spec} scalar has {len(args[1])} bytes")
+            elif name == "torch._tensor._rebuild_from_type_v2":
+                if isinstance(args, tuple) and len(args) == 4 and _holds_array(args[3]):
+                    raise _numpy_guard._refuse("it puts numpy data in a tensor's attributes, where numpy never "
+                                               "writes it")
+            elif name == "builtins.bytearray":
+                size = args[0] if isinstance(args, tuple) and len(args) == 1 else None
+                if type(size) is int and size > MAX_BYTES:
+                    self.problem(f"it asks bytearray() for {size:,} bytes, which no checkpoint holds; loading "
+                                 "it may exhaust this machine's memory")
+            elif name == "builtins.set":
+                members = args[0] if isinstance(args, tuple) and len(args) == 1 else None
+                items = members.items if isinstance(members, List) else members if isinstance(members, tuple) else ()
+                if any(isinstance(item, Array) for item in items):
+                    raise _numpy_guard._refuse("a numpy array is used as a set member")
             elif name == "numpy.ndarray":
                 raise _numpy_guard._refuse("the file calls numpy.ndarray(...) directly")
             elif name == "builtins.getattr":
@@ -381,16 +403,37 @@ class _Machine:
                 _numpy_guard.check_array_state(state, state[2].itemsize)
                 inst.built = True
             elif isinstance(inst, Call) and isinstance(inst.func, Global) and inst.func.name == _HISTORY_BUFFER:
+                if inst.built:
+                    raise _numpy_guard._refuse("a HistoryBuffer's state is set twice")
+                inst.built = True
                 self._history_buffer_state(state)
+            elif isinstance(inst, (Dict, List, tuple, str, bytes, int, float, bool, type(None), Storage)):
+                # torch BUILDs only tensors, OrderedDicts and allowlisted types
+                self.problem(f"it sets the state of a {type(inst).__name__.lower()}, which torch's loader refuses")
+            elif isinstance(inst, Call) and isinstance(inst.func, Global) and inst.func.name in (
+                    "collections.OrderedDict", "collections.Counter") and _holds_array(state):
+                self.problem("it puts numpy data in an OrderedDict's attributes, where numpy never writes it")
         except pickle.UnpicklingError as exc:
             self.problem(str(exc).removeprefix("mmfix: "))
 
     def _history_buffer_state(self, state: Any) -> None:
+        if not isinstance(state, Dict):
+            self.problem("a HistoryBuffer's state is not a dict")
+            return
+        self.r.ops += len(state.items)
         methods = None
-        if isinstance(state, Dict):
-            methods = next((v for k, v in state.items if k == "statistics_methods"), None)
+        for key, value in state.items:
+            if key == "statistics_methods":
+                methods = value
+            elif key in ("_log_history", "_count_history"):
+                if not isinstance(value, Array):
+                    self.problem(f"a HistoryBuffer's {key} is not a numpy array")
+            elif key != "max_length" or type(value) is not int:
+                self.problem(f"a HistoryBuffer's state holds {label(key)!r}, which MMEngine never writes")
         if methods is None:
             return
+        if isinstance(methods, Dict):
+            self.r.ops += len(methods.items)
         entries = methods.items if isinstance(methods, Dict) else [(None, methods)]
         for key, value in entries:
             ok = (isinstance(value, Call) and isinstance(value.func, Global) and value.func.name == "builtins.getattr"
@@ -399,6 +442,12 @@ class _Machine:
             if not ok:
                 self.problem(f"it maps the HistoryBuffer statistic {key!r} to something other than the method of "
                              "that name; a load must not change what other buffers compute")
+
+
+def _holds_array(state: Any) -> bool:
+    items = state.items if isinstance(state, Dict) else state if isinstance(state, tuple) else ()
+    return any(isinstance(v, Array) or (isinstance(v, tuple) and any(isinstance(x, Array) for x in v))
+               for kv in items for v in (kv if isinstance(kv, tuple) else (kv,)))
 
 
 def label(value: Any) -> str:

@@ -49,11 +49,17 @@ _HOSTILE_MODULES = frozenset((
     "torch.hub", "torch.utils.cpp_extension", "torch.utils.data", "torch.jit", "torch.package",
     "torch._dynamo", "torch._inductor", "torch.compiler", "torch.library", "torch.ops", "torch._ops",
     "torch.serialization", "torch.multiprocessing", "torch.distributed", "torch.cuda", "torch._C",
-    "numpy", "mmengine.config", "mmengine.registry", "mmengine.utils", "mmengine.fileio", "mmengine.runner",
     "wrapt", "mmfix",
 ))
-# In builtins only classes are ever trustable, and not these: they build types or reach frames and code.
-_HOSTILE_BUILTIN_CLASSES = frozenset(("type", "super", "property", "classmethod", "staticmethod", "memoryview"))
+# Not hostile as such, but never trusted: their classes build whatever a config names through
+# registries (a dotted type name is imported), open log files, allocate what they are told
+# (torch.nn modules), or are numpy's (see _numpy_guard). torch's own list already covers the
+# torch objects a checkpoint holds.
+_NEVER_TRUSTED = frozenset((
+    "numpy", "torch", "mmengine", "mmcv", "mmdet", "mmseg", "mmpretrain", "mmcls", "mmpose", "mmdet3d", "mmocr",
+    "mmyolo", "mmrotate", "mmaction", "mmagic", "mmtrack",
+))
+NEVER_TRUSTED_REASON = "mmfix never trusts"
 _HOSTILE_BUILTINS = frozenset(("eval", "exec", "compile", "open", "__import__", "getattr", "setattr", "delattr",
                                "breakpoint", "input", "globals", "locals", "vars", "__build_class__"))
 _lock = threading.Lock()
@@ -149,9 +155,8 @@ def object_problem(obj: Any, name: str) -> str | None:
             if issubclass(item, type):
                 return "it is a metaclass: it builds new types"
             if module in ("builtins", "__builtin__"):
-                if item.__name__ in _HOSTILE_BUILTIN_CLASSES:
-                    return f"it is builtins.{item.__name__}, which builds types or reaches code"
-                continue
+                return (f"it is builtins.{item.__name__}: torch already allows the builtins a checkpoint needs, and "
+                        "others build unbounded data (range, bytes) or reach code")
         elif module in ("builtins", "__builtin__") or module is None:
             return "it is a builtin function, none of which a checkpoint may call"
         if isinstance(module, str) and _module_is_hostile(module):
@@ -161,6 +166,10 @@ def object_problem(obj: Any, name: str) -> str | None:
     if real is None or real != name:
         return (f"the name {name!r} does not name the object itself (that is {real or type(obj).__name__!r}); "
                 "only an object's own module.qualname can be trusted")
+    root = real.split(".")[0]
+    if root in _NEVER_TRUSTED:
+        return (f"{NEVER_TRUSTED_REASON} {root}'s classes and functions: they build what a config names, touch "
+                "files or allocate what they are told")
     return None
 
 
@@ -180,10 +189,40 @@ def assess(name: str) -> tuple[str, str | None]:
         return "unvetted", f"{module_name} has no attribute {attr!r}"
     problem = object_problem(obj, name)
     if problem is not None:
-        return ("unvetted" if problem.startswith("the name") else "hostile"), problem
+        return ("unvetted" if problem.startswith(("the name", NEVER_TRUSTED_REASON)) else "hostile"), problem
     if not isinstance(obj, type):
-        return "unvetted", "it is a function, not a plain class; trusting it lets the file call it with any arguments"
+        return "unvetted", "it is a function: a file may call it with any arguments, so mmfix never trusts functions"
+    if not data_only(obj):
+        return "unvetted", ("it is a class with its own __init__, __new__ or __setstate__: a file may call them with "
+                            "any arguments, and mmfix cannot tell whether that is harmless")
     return "trustable", None
+
+
+def data_only(cls: type) -> bool:
+    """A class whose instances a file can only fill with data: a dataclass or NamedTuple with
+    generated methods, or a class that inherits construction and state from object."""
+    import dataclasses
+
+    if issubclass(cls, tuple) and hasattr(cls, "_fields"):
+        return cls.__mro__[1:] == (tuple, object) and "__setstate__" not in vars(cls)
+    generated = dataclasses.is_dataclass(cls)
+    for klass in cls.__mro__[:-1]:
+        own = vars(klass)
+        if "__new__" in own or "__setstate__" in own or "__post_init__" in own or "__reduce__" in own \
+                or "__reduce_ex__" in own or "__setattr__" in own:
+            return False
+        if "__init__" in own and not (generated and dataclasses.is_dataclass(klass)
+                                      and getattr(own["__init__"], "__qualname__", "").endswith("__init__")
+                                      and _generated_init(klass)):
+            return False
+    return True
+
+
+def _generated_init(klass: type) -> bool:
+    # dataclass-made __init__ functions are compiled from a string: their code has no real file.
+    init = vars(klass)["__init__"]
+    code = getattr(init, "__code__", None)
+    return code is not None and code.co_filename.startswith("<")
 
 
 def suggestion_for(name: str) -> str | None:
@@ -242,9 +281,14 @@ def _guard_history_buffer(real: type) -> type:
                         f"{getattr(method, '__qualname__', type(method).__name__)}; MMEngine maps each name to the "
                         "method registered under it, and a load must not change what other buffers compute"
                     )
-            for key in ("_log_history", "_count_history"):
-                if key in state:
-                    state[key] = _numpy_guard.unwrap(state[key])
+            for key, value in state.items():
+                if key in ("_log_history", "_count_history"):
+                    if not isinstance(value, _numpy_guard.ArrayBuilder):
+                        raise pickle.UnpicklingError(f"mmfix: a HistoryBuffer's {key} is not a numpy array")
+                    state[key] = value.built()
+                elif key != "max_length" or type(value) is not int:
+                    raise pickle.UnpicklingError(f"mmfix: a HistoryBuffer's state holds {key!r}, which MMEngine "
+                                                 "never writes there")
             self.__dict__.update(state)
             self.__class__ = real
 
@@ -343,6 +387,13 @@ def trust(names: Iterable[Any], source: str = "mmfix.trust_globals()") -> None:
     entries: list[Any] = []
     for item in names:
         label = item if isinstance(item, str) else _name_of(item)
+        if qualify(label) in vetted_names() and not is_hostile(label):
+            # Already allowed through mmfix's own validating stand-in; the real object must not replace it.
+            if qualify(label) == HISTORY_BUFFER:
+                ensure_history_buffer()
+            _log.info(f"{source} names {label!r}, which mmfix already allows through its own checks; "
+                      "nothing more is trusted for it.", key=f"vetted:{label}")
+            continue
         if isinstance(item, str) and is_hostile(label):
             problem: str | None = "it can only serve to run commands or arbitrary code"
         else:
@@ -356,6 +407,10 @@ def trust(names: Iterable[Any], source: str = "mmfix.trust_globals()") -> None:
                 )
                 continue
             problem = object_problem(obj, label)
+            if problem is None and not isinstance(obj, type):
+                problem = ("it is a function, and a file may call a trusted function with any arguments; mmfix "
+                           "trusts classes only (torch.serialization.add_safe_globals is torch's own way, at "
+                           "your own risk)")
         if problem is not None:
             _log.error(
                 f"{source} names {label!r}; mmfix never trusts it: {problem}. No real checkpoint needs it; "

@@ -282,6 +282,71 @@ def crafted_bodies(tmp: Path) -> dict[str, tuple[str, bytes]]:
         # 7. all globals allowed, values refused (inspect must not say "loads")
         "getattr_other_attribute": ("verdict", _hb_getattr("__init__")),
         "getattr_on_numpy": ("verdict", getattr_(g("numpy", "dtype"), "__setstate__")),
+        **_review_bodies(tmp),
+    }
+
+
+# Found by a red-team review of the first version of the guards (each was a real finding).
+BINPUT1 = lambda i: b"q" + bytes([i])  # noqa: E731
+BINGET1 = lambda i: b"h" + bytes([i])  # noqa: E731
+HB_GLOBAL = g("mmengine.logging.history_buffer", "HistoryBuffer")
+#: payload name -> the global a user might be talked into trusting for it
+TRUST_BAIT = {
+    "trust_evaluator_builds_subprocess": "mmengine.evaluator.evaluator.Evaluator",
+    "trust_mmlogger_writes_file": "mmengine.logging.logger.MMLogger",
+    "trust_range_hangs": "builtins.range",
+    "trust_bytes_64_gib": "builtins.bytes",
+    "trust_fx_reduce_graph_module_execs": "torch.fx.graph_module.reduce_graph_module",
+    "trust_codecs_open_writes_file": "codecs.open",
+}
+
+
+def _review_bodies(tmp: Path) -> dict[str, tuple[str, bytes]]:
+    m = lambda name: str(tmp / f"marker_{name}")  # noqa: E731
+    arr = np_array((2,), F8, b"\0" * 16)
+    hb_quadratic = (REFUSED_FIRST + b"0" + HB_GLOBAL + EMPTY_TUPLE + NEWOBJ + EMPTY_DICT + s("statistics_methods")
+                    + EMPTY_DICT + s("k") + BINPUT1(1) + b"0" + MARK + (BINGET1(1) + NONE) * 50_000 + b"u"
+                    + SETITEM + BINPUT1(2) + b"0" + (BINGET1(2) + BUILD) * 50_000)
+    big = "A" * (1 << 20)
+    return {
+        "trust_evaluator_builds_subprocess": ("trust", call(g("mmengine.evaluator.evaluator", "Evaluator"), EMPTY_DICT
+            + MARK + s("type") + s("subprocess.getoutput") + s("cmd")
+            + s(f"touch {m('trust_evaluator_builds_subprocess')}") + b"u")),
+        "trust_mmlogger_writes_file": ("trust", call(g("mmengine.logging.logger", "MMLogger"), s("rt"), s("rt"),
+                                                     s(m("trust_mmlogger_writes_file")), s("INFO"), s("w"))),
+        "trust_range_hangs": ("trust", call(g("builtins", "set"), call(g("builtins", "range"), long_(1 << 62)))),
+        "trust_bytes_64_gib": ("trust", call(g("builtins", "bytes"), long_(1 << 36))),
+        "trust_fx_reduce_graph_module_execs": ("trust", call(g("torch.fx.graph_module", "reduce_graph_module"),
+            EMPTY_DICT + s("_code") + s("def forward(self):\n    pass\n") + SETITEM,
+            s(f"import os; os.system('touch {m('trust_fx_reduce_graph_module_execs')}')\n"))),
+        "trust_codecs_open_writes_file": ("trust", call(g("codecs", "open"), s(m("trust_codecs_open_writes_file")),
+                                                        s("w"))),
+        "cyclic_tuple_with_array": ("cyclic", MARK + EMPTY_LIST + BINPUT1(0) + arr + TUPLE2 + BINPUT1(1) + BINGET1(0)
+                              + BINGET1(1) + b"a" + BINGET1(0) + BINGET1(1) + TUPLE2 + TUPLE),
+        "leak_tensor_attr": ("leak", call(g("torch._tensor", "_rebuild_from_type_v2"), g("torch", "Tensor"),
+                                          g("torch", "Tensor"), EMPTY_TUPLE, EMPTY_DICT + s("leak") + arr + SETITEM)),
+        "leak_ordereddict_attrs": ("leak", call(g("collections", "OrderedDict"), EMPTY_TUPLE) + EMPTY_DICT + s("leak")
+                                   + arr + SETITEM + BUILD),
+        "leak_history_buffer_extra_key": ("leak", HB_GLOBAL + EMPTY_TUPLE + NEWOBJ + EMPTY_DICT + s("leak") + arr
+                                          + SETITEM + BUILD),
+        "leak_history_buffer_nested": ("leak", HB_GLOBAL + EMPTY_TUPLE + NEWOBJ + EMPTY_DICT + s("_log_history")
+                                       + EMPTY_LIST + arr + b"a" + SETITEM + BUILD),
+        "history_buffer_history_is_dtype": ("state", HB_GLOBAL + EMPTY_TUPLE + NEWOBJ + EMPTY_DICT
+                                            + s("_log_history") + F8 + SETITEM + BUILD),
+        "reader_history_buffer_build_quadratic": ("replay", hb_quadratic),
+        "reader_codecs_encode_memory": ("replay", REFUSED_FIRST + b"0" + EMPTY_LIST + MARK + g("_codecs", "encode")
+                                        + BINPUT1(1) + b"0" + s(big) + BINPUT1(2) + b"0" + s("latin1") + BINPUT1(3)
+                                        + b"0" + (BINGET1(1) + BINGET1(2) + BINGET1(3) + TUPLE2 + REDUCE) * 3000
+                                        + b"e"),
+        "reader_stack_global_hash": ("replay", REFUSED_FIRST + b"0" + s(big) + BINPUT1(1) + b"0"
+                                     + (BINGET1(1) + BINGET1(1) + b"\x93" + b"0") * 3000 + NONE),
+        "verdict_build_on_dict": ("verdict", EMPTY_DICT + EMPTY_DICT + BUILD),
+        "verdict_array_in_set": ("verdict", call(g("builtins", "set"), EMPTY_LIST + arr + b"a")),
+        "verdict_dtype_newobj": ("verdict", g("numpy", "dtype") + tup(s("f8"), FALSE, TRUE) + NEWOBJ),
+        "numpy_unicode_dtype_too_big": ("memory", np_array((0,), np_dtype("U999999999", tup(
+            i4(3), s("<"), NONE, NONE, NONE, long_(4 * 999999999), i4(4), i4(8))), b"")),
+        "numpy_shape_2_64": ("memory", np_array((0, 1 << 64), F8, b"")),
+        "bytearray_64_gib": ("memory", call(g("builtins", "bytearray"), long_(1 << 36))),
     }
 
 
@@ -330,9 +395,27 @@ def write_zip_bombs(tmp: Path) -> dict[str, Path]:
     return out
 
 
+def write_review_files(tmp: Path) -> dict[str, Path]:
+    import pickle as _pickle
+
+    legacy = tmp / "legacy_long_line.pth"
+    legacy.write_bytes(b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19." + _pickle.dumps(1001, protocol=2)
+                       + _pickle.dumps({"protocol_version": 1001, "little_endian": True,
+                                        "type_sizes": {"short": 2, "int": 4, "long": 8}}, protocol=2)
+                       + b"\x80\x02I" + b"1" * (8 << 20))
+    encrypted = write_checkpoint(tmp / "zip_encrypted_flag.pth", EMPTY_DICT)
+    data = bytearray(encrypted.read_bytes())
+    data[data.find(b"PK\x01\x02") + 8] |= 1
+    data[data.find(b"PK\x03\x04") + 6] |= 1
+    encrypted.write_bytes(bytes(data))
+    return {"legacy_long_line": legacy, "zip_encrypted_flag": encrypted}
+
+
 def build_crafted(tmp: Path) -> dict[str, tuple[str, Path]]:
     """Every crafted file: name -> (class, path)."""
     out = {name: (kind, write_checkpoint(tmp / f"{name}.pth", body))
            for name, (kind, body) in crafted_bodies(tmp).items()}
     out.update({name: ("zip", path) for name, path in write_zip_bombs(tmp).items()})
+    out.update({name: ("zip" if "zip" in name else "replay", path)
+                for name, path in write_review_files(tmp).items()})
     return out

@@ -113,28 +113,34 @@ def _patched_load(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, .
 
     mark = _numpy_guard.begin()
     try:
-        result = load(*args_list, **kwargs)
-    except CheckpointError:
-        raise
-    except pickle.UnpicklingError as exc:
-        checked = _corrupt_or(exc, f)
-        if (checked is not exc or "Weights only load failed" not in str(exc)
-                or not _weights_only_in_effect(kwargs, pickle_module)):
-            # A damaged or foreign file also fails inside the weights_only
-            # unpickler; say what is wrong with the file, not which global.
-            raise checked
-        refused = _refused_globals(str(exc), f)
-        if _safe_globals.HISTORY_BUFFER in refused and _safe_globals.ensure_history_buffer() and _rewind(f):
-            # MMEngine was not imported yet, so its HistoryBuffer was not on the
-            # list; it is now (still weights_only=True): read the file again.
-            return _patched_load(wrapped, instance, args, kwargs)
-        raise _refused_error(f, refused, held, exc) from None
-    except Exception as exc:
-        # Damaged files fail in many ways (RuntimeError, EOFError, KeyError, struct.error,
-        # MemoryError from an absurd length ...): if the file is the problem, say so.
-        raise _corrupt_or(exc, f)
-    # numpy arrays arrive as vetted builders (see _numpy_guard): swap them in.
-    return _numpy_guard.resolve(result, mark, _safe_globals.trusted_types)
+        try:
+            result = load(*args_list, **kwargs)
+        except CheckpointError:
+            raise
+        except pickle.UnpicklingError as exc:
+            checked = _corrupt_or(exc, f)
+            if (checked is not exc or "Weights only load failed" not in str(exc)
+                    or not _weights_only_in_effect(kwargs, pickle_module)):
+                # A damaged or foreign file also fails inside the weights_only
+                # unpickler; say what is wrong with the file, not which global.
+                raise checked
+            refused = _refused_globals(str(exc), f)
+            if _safe_globals.HISTORY_BUFFER in refused and _safe_globals.ensure_history_buffer() and _rewind(f):
+                # MMEngine was not imported yet, so its HistoryBuffer was not on the
+                # list; it is now (still weights_only=True): read the file again.
+                return _patched_load(wrapped, instance, args, kwargs)
+            raise _refused_error(f, refused, held, exc) from None
+        except Exception as exc:
+            # Damaged files fail in many ways (RuntimeError, EOFError, KeyError, struct.error,
+            # MemoryError from an absurd length ...): if the file is the problem, say so.
+            raise _corrupt_or(exc, f)
+        # numpy arrays arrive as vetted builders (see _numpy_guard): swap them in.
+        try:
+            return _numpy_guard.resolve(result, mark, _safe_globals.trusted_types)
+        except pickle.UnpicklingError as exc:
+            raise _refused_error(f, (), held, exc) from None
+    finally:
+        _numpy_guard.discard(mark)  # a failed load's builders must not linger on this thread
 
 
 def _cpu_target(args_list: list[Any], kwargs: dict[str, Any]) -> bool:
@@ -178,7 +184,7 @@ def _corrupt_or(exc: BaseException, f: Any) -> BaseException:
 
 
 _REBUILD_ERRORS = (TypeError, ValueError, AttributeError, KeyError, IndexError, EOFError, OverflowError,
-                   LookupError)
+                   LookupError, MemoryError)
 _TORCH_READERS = tuple(os.sep + os.path.join("torch", name) for name in (
     "serialization.py", "_weights_only_unpickler.py", "_utils.py", "_tensor.py", "storage.py"))
 
@@ -280,8 +286,9 @@ def _refused_error(f: Any, refused: tuple[str, ...], held: bool, exc: BaseExcept
             parts.append(
                 "mmfix cannot vouch for "
                 + "; ".join(f"{g} ({assessed[g][1]})" for g in unvetted)
-                + ". If you trust the file, import the code that defines it and name it by its own "
-                "module.qualname in MMFIX_TRUSTED_GLOBALS; mmfix then checks the object itself before trusting it."
+                + ". Trusting a class lets the file call it with arguments the file chooses: only if you trust "
+                "the file and know the class does nothing but hold data, name it by its own module.qualname in "
+                "MMFIX_TRUSTED_GLOBALS (mmfix refuses functions and anything that reaches code, files or processes)."
             )
     error = CheckpointRefusedError(" ".join(parts), path=_checkpoint_files.path_of(f), globals_=refused)
     error.original = exc  # type: ignore[attr-defined]

@@ -178,8 +178,11 @@ def test_cpu_map_switch_restores_stock_behaviour(cuda1_checkpoint: Path) -> None
 # --- refused and trusted globals ----------------------------------------------------------
 
 CUSTOM = """
-import torch
-class Custom:
+import dataclasses, torch
+@dataclasses.dataclass
+class Custom:  # data only: the copy-paste trust line may be offered for it
+    v: int = 1
+class Builder:  # its own __init__ runs with the file's arguments: never offered
     def __init__(self, v=1): self.v = v
 """
 
@@ -204,6 +207,12 @@ def test_refused_checkpoint_error_says_file_globals_and_how_to_trust(custom_chec
     assert "export MMFIX_TRUSTED_GLOBALS=mymod.Custom" in last and "mmfix.trust_globals('mymod.Custom')" in last
     assert "only do it for files you trust" in last
     assert "malicious" not in last
+    # A class with its own __init__: named, explained, no copy-paste line.
+    builder = custom_checkpoint.parent / "builder.pth"
+    run_python(f"import torch, mymod; torch.save({{'obj': mymod.Builder(5)}}, {str(builder)!r})", env=env)
+    proc = run_python(f"import mmfix, torch, mymod; torch.load({str(builder)!r})", env=env, check=False)
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "mymod.Builder" in last and "its own __init__" in last and "export MMFIX_TRUSTED_GLOBALS" not in last
     # Not imported: mmfix never imports a module a file names, so it cannot vouch for it and offers no line.
     proc = run_python(f"import mmfix, torch; torch.load({str(custom_checkpoint)!r})", env=env, check=False)
     last = proc.stderr.strip().splitlines()[-1]

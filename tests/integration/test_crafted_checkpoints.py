@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from checkpoint_payloads import build_corpus, build_crafted, crafted_bodies, payloads
+from checkpoint_payloads import TRUST_BAIT, build_corpus, build_crafted, crafted_bodies, payloads
 from conftest import REPO, clean_env, run, run_python
 
 pytestmark = pytest.mark.slow
@@ -50,9 +50,10 @@ def outcomes(corpus) -> dict[str, dict]:
 
 def test_corpus_covers_every_class_with_40_or_more_payloads(corpus) -> None:
     kinds = {kind for kind, _, _ in corpus.values()}
-    assert kinds >= {"code", "memory", "hang", "spelling", "replay", "zip", "state", "verdict"}
+    assert kinds >= {"code", "memory", "hang", "spelling", "replay", "zip", "state", "verdict", "trust", "leak",
+                     "cyclic"}
     assert len(corpus) >= 40
-    assert len(payloads(Path("/x"))) + len(crafted_bodies(Path("/x"))) + 3 == len(corpus)
+    assert len(payloads(Path("/x"))) + len(crafted_bodies(Path("/x"))) + 5 == len(corpus)
 
 
 def test_every_file_is_refused_cleanly_by_every_loader_with_no_side_effect(corpus, outcomes) -> None:
@@ -67,6 +68,9 @@ def test_every_file_is_refused_cleanly_by_every_loader_with_no_side_effect(corpu
         assert row["class_state_changed"] is False, name
         assert marker is None or not marker.exists(), f"{name}: the payload ran"
         for loader, result in row["results"].items():
+            if kind == "cyclic":  # legal, if odd: a list holding a tuple that holds the list and an array
+                assert result[0] == "loaded" or (result[0] == "verdict" and result[2] is True), (name, result)
+                continue
             if loader == "auto-resume check":
                 assert result[0] == "loaded", (name, result)  # a diagnosis: it returns, whatever it finds
             elif loader == "mmfix inspect":
@@ -80,39 +84,59 @@ def test_every_file_is_refused_cleanly_by_every_loader_with_no_side_effect(corpu
     print("\n".join(table))
 
 
+def test_a_cycle_through_a_tuple_loads_with_real_arrays(corpus) -> None:
+    code = f"""
+import mmfix, torch, numpy as np
+payload = torch.load({str(corpus['cyclic_tuple_with_array'][1])!r})["payload"]
+lst, arr = payload[0]
+print(type(arr).__name__, lst[0] is payload[0], type(lst[0][1]).__name__)
+"""
+    assert run_python(code, env=clean_env()).stdout.strip().splitlines()[-1] == "ndarray True ndarray"
+
+
 def test_stock_torch_refuses_every_file_quickly(corpus, outcomes) -> None:
     # The point of "at least as safe as torch's own": stock weights_only=True refuses all of them.
-    for name in corpus:
+    for name, (kind, _, _) in corpus.items():
+        if kind == "cyclic":
+            continue
         stock = outcomes["stock"][name]
         assert stock["status"] == "ok", (name, stock["status"])
+        # (bytearray is on torch's own list: stock runs out of memory there, mmfix says why)
         assert stock["results"]["torch.load(weights_only=True)"][0] in ("UnpicklingError", "RuntimeError",
-                                                                         "BadZipFile", "EOFError"), name
+                                                                         "BadZipFile", "EOFError", "MemoryError"), name
 
 
 def test_refusals_name_what_is_wrong(corpus, outcomes) -> None:
     for name, (kind, path, _) in corpus.items():
+        if kind == "cyclic":
+            continue
         kind_, message = outcomes["mmfix"][name]["results"]["torch.load"][:2]
         assert str(path) in message, name
-        if kind in ("memory", "hang", "state", "verdict", "spelling", "code"):
-            assert kind_ == "CheckpointRefusedError", (name, kind_)
-            assert "malicious" in message or "MMFIX_TRUSTED_GLOBALS" in message, (name, message)
-        if kind in ("memory", "hang", "state", "verdict"):
+        if kind in ("memory", "hang", "state", "verdict", "spelling", "code", "trust", "leak"):
+            assert kind_ in CLEAN, (name, kind_)
+            assert "malicious" in message or "MMFIX_TRUSTED_GLOBALS" in message or (
+                kind_ == "CheckpointCorruptError" and "damaged" in message), (name, message)
+        if kind in ("memory", "hang", "state", "verdict", "trust", "leak", "spelling"):
             assert "export MMFIX_TRUSTED_GLOBALS" not in message, name  # nothing here is trustable
-        if kind == "zip":
+        if kind == "zip" and "encrypted" not in name:
             assert kind_ == "CheckpointCorruptError" and ("overlap" in message or "twice" in message
                                                           or "inflate" in message), (name, message)
 
 
-@pytest.mark.parametrize("name", [n for n, (k, _) in crafted_bodies(Path("/x")).items() if k == "spelling"])
+SPELLED = {"spelled_torch_serialization_os_system": "torch.serialization.os.system",
+           "spelled_logger_os_system": "mmengine.logging.logger.os.system",
+           "pydoc_pipepager": "pydoc.pipepager", "posixsubprocess_fork_exec": "_posixsubprocess.fork_exec",
+           "ctypes_dlopen": "_ctypes.dlopen", "torch_hub_load": "torch.hub.load", "io_open_write": "io.open",
+           "spelled_functools_partial_system": "mmengine.utils.misc.functools.partial", **TRUST_BAIT}
+
+
+@pytest.mark.parametrize("name", [n for n, (k, _) in crafted_bodies(Path("/x")).items() if k in ("spelling", "trust")])
 def test_trust_is_decided_on_the_object_never_the_spelling(corpus, name: str) -> None:
     _, path, marker = corpus[name]
-    spelled = {"spelled_torch_serialization_os_system": "torch.serialization.os.system",
-               "spelled_logger_os_system": "mmengine.logging.logger.os.system",
-               "pydoc_pipepager": "pydoc.pipepager", "posixsubprocess_fork_exec": "_posixsubprocess.fork_exec",
-               "ctypes_dlopen": "_ctypes.dlopen", "torch_hub_load": "torch.hub.load", "io_open_write": "io.open",
-               "spelled_functools_partial_system": "mmengine.utils.misc.functools.partial"}[name]
+    spelled = SPELLED[name]
     code = f"""
-import mmfix, torch, mmengine.logging.logger, mmengine.utils.misc, pydoc
+import mmfix, torch, mmengine.logging.logger, mmengine.utils.misc, mmengine.evaluator.evaluator, pydoc, codecs
+import torch.fx.graph_module
 try:
     torch.load({str(path)!r})
 except Exception as e:

@@ -81,16 +81,31 @@ def _array(values: list[float]) -> guard.ArrayBuilder:
     return builder
 
 
-def test_resolve_swaps_builders_keeping_identity_cycles_and_tuples() -> None:
-    mark = guard.begin()
+def _root() -> dict:
     shared = _array([1.0, 2.0])
     cyclic: list = [shared]
     cyclic.append(cyclic)
-    root = {"a": shared, "b": (shared, 3), "c": cyclic, "d": {1, 2}, "e": [[[_array([4.0])]]]}
+    return {"a": shared, "b": (shared, 3), "c": cyclic, "d": {1, 2}, "e": [[[_array([4.0])]]]}
+
+
+def test_resolve_swaps_builders_keeping_identity_cycles_and_tuples() -> None:
+    mark = guard.begin()
+    root = _root()
     out = guard.resolve(root, mark)
     assert out is root and type(root["a"]) is np.ndarray
     assert root["b"][0] is root["a"] and root["c"][0] is root["a"] and root["c"][1] is root["c"]
     assert root["e"][0][0][0][0] == 4.0
+
+
+def test_a_builder_left_anywhere_else_is_refused() -> None:
+    class Holder:  # e.g. a tensor's or an OrderedDict's attributes, which resolve does not walk
+        pass
+
+    mark = guard.begin()
+    holder = Holder()
+    holder.leak = _array([1.0])
+    with pytest.raises(pickle.UnpicklingError, match="where numpy never writes it"):
+        guard.resolve({"h": holder, "ok": _array([2.0])}, mark)
 
 
 def test_resolve_is_iterative_and_a_no_op_when_nothing_was_built() -> None:
@@ -101,6 +116,7 @@ def test_resolve_is_iterative_and_a_no_op_when_nothing_was_built() -> None:
         node.append([])
         node = node[0]
     assert guard.resolve(root, mark) is root  # nothing built: not even walked
+    mark = guard.begin()
     node.append(_array([5.0]))
     guard.resolve(root, mark)  # 100,000 deep: no RecursionError
     assert type(node[0]) is np.ndarray
