@@ -60,3 +60,20 @@ class UnusedParametersError(RuntimeError):
 
 class CheckpointSaveError(OSError):
     """A checkpoint could not be written (disk full, quota, permissions); nothing torn was left."""
+
+
+class ConfigConversionError(MmfixUsageError):
+    """A 2.x config key or value has no 3.x equivalent (or clashes with the 3.x key).
+
+    A ``MmfixUsageError``: the tools stop with this one paragraph and exit status 2,
+    never a traceback, and before anything is built or launched.
+    """
+
+    def __init__(self, key: str, value: object, offers: str, source: str | None = None) -> None:
+        where = f" in {source}" if source else ""
+        message = (f"mmfix: cannot convert the MMDetection 2.x config{where}: `{key}` = {value!r} has no "
+                   f"MMDetection 3.x equivalent. {offers}")
+        super().__init__(message)
+        self.key = key
+        self.value = value
+        self.offers = offers
