@@ -135,6 +135,31 @@ def _cmd_translate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_convert_config(args: argparse.Namespace) -> int:
+    from ._errors import ConfigConversionError
+    from .configs._files import diff_lines, load, render
+
+    if not os.path.isfile(args.config):
+        raise MmfixUsageError(f"mmfix convert-config: {args.config!r} is not a file.")
+    try:
+        kind, source, converted, report = load(args.config)
+    except ConfigConversionError as exc:
+        print(exc.message, file=sys.stderr)
+        return exc.code
+    if kind == "3.x":
+        print(f"mmfix convert-config: {args.config} is already a 3.x config (no 2.x keys); nothing to convert.",
+              file=sys.stderr)
+    if args.diff:
+        print("\n".join(diff_lines(source, converted, report)))
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as fh:
+            fh.write(render(args.config, converted, report))
+        print(f"wrote {args.output}: {report.summary()}", file=sys.stderr)
+    elif not args.diff:
+        print(render(args.config, converted, report))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mmfix",
@@ -168,6 +193,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("doctor", help="versions, devices, launch variables and mmfix state, for a bug report")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_cmd_doctor)
+
+    p = sub.add_parser("convert-config", help="write an MMDetection 2.x config as a self-contained 3.x config")
+    p.add_argument("config", help="the 2.x config file (its _base_ files are merged in)")
+    p.add_argument("-o", "--output", help="the 3.x config to write (default: print it)")
+    p.add_argument("--diff", action="store_true", help="show the conversion key by key")
+    p.set_defaults(func=_cmd_convert_config)
 
     p = sub.add_parser("inspect", help="describe a checkpoint without executing its pickle")
     p.add_argument("checkpoint")
