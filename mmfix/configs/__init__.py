@@ -119,8 +119,9 @@ def _conflict(legacy_key: str, legacy_value: Any, new_key: str, new_value: Any) 
 def apply_legacy_keys(cfg: dict[str, Any], own_keys: Iterable[str] = ()) -> tuple[dict[str, Any], Report]:
     """A 3.x config that also holds 2.x keys: move those to their 3.x places.
 
-    ``own_keys`` are the 3.x keys the user's own file (or command line) sets: a 2.x key
-    that disagrees with one of those is an error; inherited 3.x values are overridden.
+    ``own_keys`` are the dotted 3.x keys the user's own file (or command line) sets: a
+    2.x key that disagrees with one of those is an error; inherited 3.x values (from
+    ``_base_`` files) are overridden.
     """
     own = set(own_keys)
     out = copy.deepcopy(_plain(cfg))
@@ -130,9 +131,12 @@ def apply_legacy_keys(cfg: dict[str, Any], own_keys: Iterable[str] = ()) -> tupl
         parts = path.split(".")
         node = out
         for part in parts[:-1]:
-            node = node.setdefault(part, {})
+            if not isinstance(node.get(part), dict):
+                node[part] = {}
+            node = node[part]
         current = node.get(parts[-1], _MISSING)
-        if own_top in own and current is not _MISSING and current != value:
+        # Set by the user (the key itself, or the whole value without a _base_ to merge into).
+        if path in own and current is not _MISSING and current != value:
             raise _conflict(legacy, value, path, current)
         node[parts[-1]] = value
         report.moved(legacy, path)
@@ -144,7 +148,7 @@ def apply_legacy_keys(cfg: dict[str, Any], own_keys: Iterable[str] = ()) -> tupl
                 set_path("train_dataloader.batch_size", value, "data.samples_per_gpu", "train_dataloader")
             elif key == "workers_per_gpu":
                 for name in ("train", "val", "test"):
-                    if f"{name}_dataloader" in out:
+                    if isinstance(out.get(f"{name}_dataloader"), dict):
                         set_path(f"{name}_dataloader.num_workers", value, "data.workers_per_gpu",
                                  f"{name}_dataloader")
                         if value == 0:

@@ -47,18 +47,35 @@ def remove() -> None:
 
 
 def _own_keys(filename: str) -> set[str]:
-    """Top-level names the file itself assigns (not its _base_ files)."""
+    """Dotted keys the file itself sets (not its _base_ files): ``train_dataloader``,
+    ``train_dataloader.batch_size``, ... as far as ``dict(...)`` / ``{...}`` literals go."""
     try:
         with open(filename, encoding="utf-8") as fh:
             tree = ast.parse(fh.read())
     except (OSError, SyntaxError, ValueError):
         return set()
-    names: set[str] = set()
+    keys: set[str] = set()
+
+    def walk(node: ast.AST, prefix: str) -> None:
+        items: list[tuple[str, ast.AST]] = []
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict":
+            items = [(kw.arg, kw.value) for kw in node.keywords if kw.arg]
+        elif isinstance(node, ast.Dict):
+            items = [(k.value, v) for k, v in zip(node.keys, node.values)
+                     if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+        for key, value in items:
+            keys.add(f"{prefix}.{key}")
+            walk(value, f"{prefix}.{key}")
+
     for node in tree.body:
         targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
             node, (ast.AnnAssign, ast.AugAssign)) else []
-        names.update(t.id for t in targets if isinstance(t, ast.Name))
-    return names
+        for target in targets:
+            if isinstance(target, ast.Name):
+                keys.add(target.id)
+                if node.value is not None:
+                    walk(node.value, target.id)
+    return keys
 
 
 def _fail(exc: BaseException) -> None:
@@ -80,10 +97,16 @@ def _fromfile(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: d
     cfg = wrapped(*args, **kwargs)
     filename = str(args[0] if args else kwargs.get("filename"))
     kind = classify(cfg._cfg_dict)
-    if kind == "2.x":
-        cfg = _convert_2x(cfg, filename)
-    elif kind == "mixed":
-        cfg = _apply_mixed(cfg, filename, _own_keys(filename), "the file")
+    try:
+        if kind == "2.x":
+            cfg = _convert_2x(cfg, filename)
+        elif kind == "mixed":
+            cfg = _apply_mixed(cfg, filename, _own_keys(filename), "the file")
+    except SystemExit:
+        raise  # ConfigConversionError: already explained
+    except Exception as exc:  # a bug of ours must not stop a config from loading
+        _log.error(f"could not convert {filename} ({type(exc).__name__}: {exc}); it is loaded unchanged. "
+                   "Please report this with the config.", key=f"convert-bug:{filename}")
     if want_imports and cfg.get("custom_imports"):
         from mmengine.utils import import_modules_from_strings
 
@@ -138,7 +161,7 @@ def _merge_from_dict(wrapped: Callable[..., Any], cfg: Any, args: tuple, kwargs:
         result = wrapped(*args, **kwargs)
         tops = {str(k).split(".")[0] for k in options}
         if tops & LEGACY_KEYS:
-            _apply_mixed(cfg, cfg.filename or "config", tops, "--cfg-options")
+            _apply_mixed(cfg, cfg.filename or "config", {str(k) for k in options}, "--cfg-options")
         return result
     from mmengine.config import Config, ConfigDict
 
