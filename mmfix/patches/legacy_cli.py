@@ -102,6 +102,22 @@ def _metric_accepts_collect_dir(config_path: str) -> bool:
     return True
 
 
+def _config_converts(config: str | None) -> str | None:
+    """The conversion error of a 2.x config, checked before N workers start (None: fine or not ours)."""
+    if not config or not config.endswith(".py") or not os.path.isfile(config) or \
+            "legacy_config" in _settings.current().disabled_patches:
+        return None
+    try:
+        from ..configs._files import load
+
+        load(config)
+    except SystemExit as exc:  # ConfigConversionError
+        return getattr(exc, "message", None)
+    except Exception:
+        return None  # not loadable here: the workers report it in their own words
+    return None
+
+
 def _run_checks(plan: Plan) -> Plan:
     import dataclasses
 
@@ -110,6 +126,10 @@ def _run_checks(plan: Plan) -> Plan:
 
     argv = list(plan.argv)
     notes = list(plan.notes)
+    if plan.launch is not None:
+        problem = _config_converts(next((a for a in argv if not a.startswith("-")), None))
+        if problem:
+            raise LegacyUsageError(problem)
     for kind, value in plan.checks:
         if kind == "port_free" and not port_free(int(value)):
             raise LegacyUsageError(

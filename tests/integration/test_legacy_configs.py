@@ -171,3 +171,12 @@ def test_3x_config_is_untouched(mmdet_dir, tmp_path):
     auto = run([sys.executable, "-c", "import mmfix; " + code, str(official)], check=True)
     assert plain.stdout == auto.stdout
     assert "2.x" not in auto.stderr
+
+
+def test_unconvertible_config_stops_gpus_2_before_any_worker_starts(mmdet_dir, coco, tmp_path):
+    config = user_config_2x(tmp_path / "bad_2x.py", coco, extra="lr_config = dict(policy='Bogus')")
+    code, out = mmfix_run(tool(mmdet_dir, "train.py"), config, "--gpus", "2", "--work-dir", tmp_path / "work")
+    assert code == 2, out[-3000:]
+    assert "`lr_config.policy` = 'Bogus'" in out
+    assert "torch.distributed" not in out and "ChildFailedError" not in out and "Traceback" not in out
+    assert "command line translated" not in out  # nothing was launched
