@@ -26,6 +26,11 @@ _METRICS = {  # dataset type -> 3.x metric type
     "CocoPanopticDataset": "CocoPanopticMetric", "OpenImagesDataset": "OpenImagesMetric",
     "OpenImagesChallengeDataset": "OpenImagesMetric",
 }
+# Anchor heads that sampled with PseudoSampler implicitly in 2.x (sampling=False) and whose 3.x
+# configs spell it out; the others (ATSS, GFL, FCOS, ...) still choose it themselves in 3.x.
+_PSEUDO_SAMPLER_HEADS = frozenset((
+    "RetinaHead", "FreeAnchorRetinaHead", "GARetinaHead", "PISARetinaHead", "RetinaSepBNHead", "SABLRetinaHead",
+    "FSAFHead", "SSDHead", "PISASSDHead", "YOLACTHead", "AnchorHead", "GuidedAnchorHead"))
 _WRAPPERS = ("RepeatDataset", "ClassBalancedDataset", "ConcatDataset", "MultiImageMixDataset")
 
 
@@ -39,6 +44,7 @@ class _State:
         self.pad_seg = False
         self.seg_scale_factor: float | None = None
         self.tta: dict[str, Any] | None = None
+        self.batch_pad: Any = None
 
 
 # ----------------------------------------------------------------------------- pipelines
@@ -78,8 +84,36 @@ def _backend(t: dict[str, Any]) -> None:
         t["backend_args"] = args
 
 
+_GEOMETRIC = ("Resize", "RandomResize", "RandomChoiceResize", "RandomFlip")
+
+
+def _broadcast_proposals(pipeline: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """3.x transforms leave proposals alone unless wrapped in ProposalBroadcaster (2.x moved them along)."""
+    out: list[dict[str, Any]] = []
+    for t in pipeline:
+        if t.get("type") in _GEOMETRIC:
+            if out and out[-1].get("type") == "ProposalBroadcaster":
+                out[-1]["transforms"].append(t)
+            else:
+                out.append({"type": "ProposalBroadcaster", "transforms": [t]})
+        else:
+            out.append(t)
+    return out
+
+
 def convert_pipeline(pipeline: list[dict[str, Any]], report: Report, state: _State, *, test: bool,
                      where: str, annotations: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    out = _convert_pipeline(pipeline, report, state, test=test, where=where,
+                            annotations=None if any(t.get("type") == "LoadProposals" for t in pipeline)
+                            else annotations)
+    if any(t.get("type") == "LoadProposals" for t in out):
+        out = _broadcast_proposals(out)
+        report.note(f"{where}: proposals follow Resize/RandomFlip through ProposalBroadcaster, as they did in 2.x")
+    return out
+
+
+def _convert_pipeline(pipeline: list[dict[str, Any]], report: Report, state: _State, *, test: bool,
+                      where: str, annotations: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     packed = False
     for t in copy.deepcopy(list(pipeline)):
@@ -109,6 +143,12 @@ def _transform(t: dict[str, Any], report: Report, state: _State, *, test: bool, 
         if "size_divisor" in t and "size" not in t and not t.get("pad_to_square"):
             state.pad_divisor = t["size_divisor"]
             report.moved(f"{where}: Pad(size_divisor)", "model.data_preprocessor.pad_size_divisor")
+            return None
+        if "size" in t and not test and not t.get("pad_to_square") and isinstance(t.get("pad_val", 0), (int, float)) \
+                and not t.get("pad_val", 0):
+            # A fixed-size zero pad after Normalize: 3.x pads the normalised batch to that size.
+            state.batch_pad = list(t["size"])
+            report.moved(f"{where}: Pad(size)", "model.data_preprocessor.batch_augments (BatchFixedSizePad)")
             return None
         t.pop("size_divisor", None) if "size" in t else None
         if isinstance(t.get("pad_val"), (int, float)):
@@ -174,6 +214,9 @@ def _flip_aug(t: dict[str, Any], report: Report, state: _State, where: str,
             if "scale_factor" in t and scales is None:
                 x["scale_factor"] = t["scale_factor"]
             r = _resize(x, report, scale_list[0] if scales is not None else None)
+            if r is not None and r.get("scale_factor") in (1, 1.0) and "scale" not in r:
+                r = None  # MultiScaleFlipAug(scale_factor=1.0): the image keeps its size
+                resize_done = True
             if r is not None:
                 out.append(r)
                 resize_done = True
@@ -185,9 +228,15 @@ def _flip_aug(t: dict[str, Any], report: Report, state: _State, where: str,
             out.append(c)
     if not resize_done and scales is not None:
         out.insert(0, {"type": "Resize", "scale": tuple(scale_list[0]), "keep_ratio": True})
-    out.append({"type": "PackDetInputs", "meta_keys": _TEST_META_KEYS})
+    if any(x.get("type") == "RandomCenterCropPad" for x in out):
+        # CenterNet/CornerNet heads decode with the crop's border in 3.x.
+        out.append({"type": "PackDetInputs", "meta_keys": ("img_id", "img_path", "ori_shape", "img_shape", "border")})
+    else:
+        out.append({"type": "PackDetInputs", "meta_keys": _TEST_META_KEYS})
     if len(scale_list) > 1 or flip:
-        state.tta = {"scales": scale_list, "flip": flip}
+        inner_steps = [x for x in out if x.get("type") not in ("Resize", "LoadAnnotations", "PackDetInputs")]
+        state.tta = {"scales": scale_list if scales is not None else None, "flip": flip,
+                     "scale_factor": t.get("scale_factor"), "inner": inner_steps}
         report.note(f"{where}: 2.x tested with test-time augmentation (scales {scale_list}, flip={flip}); 3.x runs "
                     "TTA only with `tools/test.py --tta`: tta_model and tta_pipeline are written for it, and the "
                     "plain test pipeline uses the first scale without flip")
@@ -200,8 +249,13 @@ def _tta(cfg_out: dict[str, Any], tta: dict[str, Any], load: dict[str, Any], ann
                             "tta_cfg": {"nms": {"type": "nms", "iou_threshold": 0.5}, "max_per_img": 100}}
     flips = [{"type": "RandomFlip", "prob": 1.0}, {"type": "RandomFlip", "prob": 0.0}] if tta["flip"] else \
         [{"type": "RandomFlip", "prob": 0.0}]
-    steps: list[list[dict[str, Any]]] = [
-        [{"type": "Resize", "scale": tuple(s), "keep_ratio": True} for s in tta["scales"]], flips]
+    if tta["scales"] is not None:
+        resizes = [{"type": "Resize", "scale": tuple(s), "keep_ratio": True} for s in tta["scales"]]
+    else:
+        factors = tta["scale_factor"] if isinstance(tta["scale_factor"], list) else [tta["scale_factor"]]
+        resizes = [{"type": "Resize", "scale_factor": f, "keep_ratio": True} for f in factors]
+    steps: list[list[dict[str, Any]]] = [resizes, flips]
+    steps += [[copy.deepcopy(x)] for x in tta.get("inner", [])]
     if annotations is not None:
         steps.append([copy.deepcopy(annotations)])
     steps.append([{"type": "PackDetInputs", "meta_keys": _TEST_META_KEYS + ("flip", "flip_direction")}])
@@ -307,6 +361,8 @@ def convert_data(src: dict[str, Any], out: dict[str, Any], report: Report, loop:
                                         "(its dataset type picks the 3.x metric); set val_evaluator instead.")
         return state
     data = dict(data)
+    if "imgs_per_gpu" in data:  # 2.0's name, which 2.x still honoured (and preferred)
+        data["samples_per_gpu"] = data.pop("imgs_per_gpu")
     batch = data.pop("samples_per_gpu", 2)
     workers = data.pop("workers_per_gpu", 2)
     report.moved("data.samples_per_gpu", "train_dataloader.batch_size")
@@ -317,8 +373,8 @@ def convert_data(src: dict[str, Any], out: dict[str, Any], report: Report, loop:
     if "train" in data:
         annotations = _annotations_of(_train_pipeline_of(data["train"]))
         if annotations is not None:
-            annotations = {k: v for k, v in annotations.items() if k in ("type", "with_bbox", "with_mask", "with_seg",
-                                                                         "poly2mask")}
+            # Only what evaluation reads: the test images' boxes / masks at their original size.
+            annotations = {k: v for k, v in annotations.items() if k in ("type", "with_bbox", "with_mask", "with_seg")}
     test_annotations = annotations
     for name in ("train", "val", "test"):
         if name not in data:
@@ -475,6 +531,8 @@ def convert_model(src: dict[str, Any], out: dict[str, Any], report: Report, stat
             pre["pad_mask"] = True
         if state.pad_seg:
             pre["pad_seg"] = True
+        if state.batch_pad is not None:
+            pre["batch_augments"] = [{"type": "BatchFixedSizePad", "size": state.batch_pad}]
         if "input_size" in model and "random_size_range" in model:
             # 2.x YOLOX resized batches inside the detector.
             lo, hi = model.pop("random_size_range")
@@ -486,7 +544,9 @@ def convert_model(src: dict[str, Any], out: dict[str, Any], report: Report, stat
         model = {"type": model.pop("type"), "data_preprocessor": pre, **model}
         report.moved("pipeline Normalize/Pad", "model.data_preprocessor")
     train_cfg = model.get("train_cfg")
-    if isinstance(train_cfg, dict) and "assigner" in train_cfg and "sampler" not in train_cfg:
+    head = (model.get("bbox_head") or {}).get("type") if isinstance(model.get("bbox_head"), dict) else None
+    if isinstance(train_cfg, dict) and "assigner" in train_cfg and "sampler" not in train_cfg \
+            and head in _PSEUDO_SAMPLER_HEADS:
         # 2.x one-stage heads sampled with PseudoSampler implicitly; 3.x spells it out.
         train_cfg["sampler"] = {"type": "PseudoSampler"}
     _match_costs(model.get("train_cfg"), "xywh")
