@@ -143,6 +143,10 @@ REASONS = {
     "optim_wrapper.loss_scale": "2.x fp16 configs used a static loss scale (kept); 3.x configs switched to dynamic",
     "train_cfg.val_interval": "2.x evaluation.interval is kept; 3.x configs changed it",
     "auto_scale_lr.enable": "identical meaning: the 2.x value False is MMEngine's default when absent",
+    "val_dataloader.dataset.pipeline[].mean": "2.x RandomCenterCropPad padded with the image mean (kept); 3.x "
+                                              "configs pass mean 0 / std 1",
+    "test_dataloader.dataset.pipeline[].mean": "2.x RandomCenterCropPad padded with the image mean (kept); 3.x "
+                                               "configs pass mean 0 / std 1",
 }
 
 
@@ -231,7 +235,9 @@ def main() -> int:
                 from mmdet.utils import register_all_modules
 
                 register_all_modules()
-                MODELS.build(cfg2["model"])
+                from mmengine.config import ConfigDict
+
+                MODELS.build(ConfigDict(cfg2["model"]))  # as the Runner passes it (attribute access)
                 built += 1
             except Exception as exc:
                 build_failed += 1
@@ -247,8 +253,11 @@ def main() -> int:
     print(f"{'all sections':<22}{all_equal:>8}{loaded:>6}{all_equal / max(loaded, 1):>9.1%}")
     if args.build:
         print(f"\nconverted models built with MMDetection 3.x's registry: {built}/{built + build_failed}")
-        for name, why in build_errors[: args.show]:
-            print(f"  {name}: {why}")
+        grouped = collections.defaultdict(list)
+        for name, why in build_errors:
+            grouped[why[:100]].append(name)
+        for why, names in sorted(grouped.items(), key=lambda kv: -len(kv[1]))[: args.show]:
+            print(f"  {len(names):>4}  {why}  (e.g. {names[0]})")
     print(f"\nremaining differences (first difference per pair and section), largest classes first:")
     for (sec, cls), items in sorted(classes.items(), key=lambda kv: -len(kv[1]))[: args.show]:
         name, a, b = items[0]

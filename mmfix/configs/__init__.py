@@ -31,9 +31,25 @@ def _is_loop(value: Any) -> bool:
                                         or "max_iters" in value)
 
 
+_2X_DATA_KEYS = ("samples_per_gpu", "imgs_per_gpu", "workers_per_gpu", "train", "val", "test",
+                 "train_dataloader", "val_dataloader", "test_dataloader", "persistent_workers")
+
+
+def _legacy_marker(cfg: dict[str, Any]) -> bool:
+    for key in _2X_MARKERS:
+        if key in cfg:
+            if key != "data":
+                return True
+            # A 3.x config may name a helper variable `data`; 2.x's has these keys.
+            data = cfg[key]
+            if isinstance(data, dict) and any(k in data for k in _2X_DATA_KEYS):
+                return True
+    return False
+
+
 def classify(cfg: dict[str, Any]) -> str:
     """'2.x', 'mixed' (a 3.x config with 2.x keys added) or '3.x' -- a few key lookups, no copying."""
-    if not any(k in cfg for k in _2X_MARKERS):
+    if not _legacy_marker(cfg):
         return "3.x"
     model = cfg.get("model")
     has_3x = any(k in cfg for k in _3X_KEYS) or _is_loop(cfg.get("train_cfg")) or (

@@ -1,6 +1,7 @@
 """Reading a config file for conversion, and writing the converted one out (``mmfix convert-config``)."""
 from __future__ import annotations
 
+import ast
 import os
 from typing import Any
 
@@ -19,13 +20,43 @@ def load(path: str) -> tuple[str, dict[str, Any], dict[str, Any], Report]:
     if kind == "2.x":
         converted, report = convert(source)
     elif kind == "mixed":
-        from ..patches.legacy_config import _own_keys
-
-        converted, report = apply_legacy_keys(source, _own_keys(path))
+        converted, report = apply_legacy_keys(source, own_keys(path))
     else:
         converted, report = source, Report()
     # The same normal form the automatic path hands to the tools.
     return kind, source, Config(converted).to_dict(), report
+
+
+def own_keys(filename: str) -> set[str]:
+    """Dotted keys the file itself sets (not its _base_ files): ``train_dataloader``,
+    ``train_dataloader.batch_size``, ... as far as ``dict(...)`` / ``{...}`` literals go."""
+    try:
+        with open(filename, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read())
+    except (OSError, SyntaxError, ValueError):
+        return set()
+    keys: set[str] = set()
+
+    def walk(node: ast.AST, prefix: str) -> None:
+        items: list[tuple[str, ast.AST]] = []
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict":
+            items = [(kw.arg, kw.value) for kw in node.keywords if kw.arg]
+        elif isinstance(node, ast.Dict):
+            items = [(k.value, v) for k, v in zip(node.keys, node.values)
+                     if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+        for key, value in items:
+            keys.add(f"{prefix}.{key}")
+            walk(value, f"{prefix}.{key}")
+
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, (ast.AnnAssign, ast.AugAssign)) else []
+        for target in targets:
+            if isinstance(target, ast.Name):
+                keys.add(target.id)
+                if node.value is not None:
+                    walk(node.value, target.id)
+    return keys
 
 
 def render(path: str, converted: dict[str, Any], report: Report) -> str:

@@ -223,6 +223,8 @@ def _flip_aug(t: dict[str, Any], report: Report, state: _State, where: str,
             if annotations is not None:
                 out.append(copy.deepcopy(annotations))
             continue
+        if x.get("type") == "RandomFlip":
+            continue  # inside MultiScaleFlipAug, 2.x flipped by the wrapper's `flip` only, whatever flip_ratio said
         c = _transform(x, report, state, test=True, where=where)
         if c is not None and c.get("type") != "PackDetInputs":
             out.append(c)
@@ -374,7 +376,8 @@ def convert_data(src: dict[str, Any], out: dict[str, Any], report: Report, loop:
         annotations = _annotations_of(_train_pipeline_of(data["train"]))
         if annotations is not None:
             # Only what evaluation reads: the test images' boxes / masks at their original size.
-            annotations = {k: v for k, v in annotations.items() if k in ("type", "with_bbox", "with_mask", "with_seg")}
+            # (not with_seg: COCO-style evaluation never reads the semantic maps, which test sets often lack)
+            annotations = {k: v for k, v in annotations.items() if k in ("type", "with_bbox", "with_mask")}
     test_annotations = annotations
     for name in ("train", "val", "test"):
         if name not in data:

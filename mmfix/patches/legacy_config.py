@@ -9,12 +9,12 @@ key lookups.
 """
 from __future__ import annotations
 
-import ast
 import copy
 import sys
 from typing import Any, Callable
 
 from .. import _log, _wrapping
+from ..configs._files import own_keys as _own_keys
 
 NAME = "legacy_config"
 _swaps: list[_wrapping.Swap] = []
@@ -44,38 +44,6 @@ def apply() -> str | None:
 def remove() -> None:
     while _swaps:
         _swaps.pop().undo()
-
-
-def _own_keys(filename: str) -> set[str]:
-    """Dotted keys the file itself sets (not its _base_ files): ``train_dataloader``,
-    ``train_dataloader.batch_size``, ... as far as ``dict(...)`` / ``{...}`` literals go."""
-    try:
-        with open(filename, encoding="utf-8") as fh:
-            tree = ast.parse(fh.read())
-    except (OSError, SyntaxError, ValueError):
-        return set()
-    keys: set[str] = set()
-
-    def walk(node: ast.AST, prefix: str) -> None:
-        items: list[tuple[str, ast.AST]] = []
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict":
-            items = [(kw.arg, kw.value) for kw in node.keywords if kw.arg]
-        elif isinstance(node, ast.Dict):
-            items = [(k.value, v) for k, v in zip(node.keys, node.values)
-                     if isinstance(k, ast.Constant) and isinstance(k.value, str)]
-        for key, value in items:
-            keys.add(f"{prefix}.{key}")
-            walk(value, f"{prefix}.{key}")
-
-    for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
-            node, (ast.AnnAssign, ast.AugAssign)) else []
-        for target in targets:
-            if isinstance(target, ast.Name):
-                keys.add(target.id)
-                if node.value is not None:
-                    walk(node.value, target.id)
-    return keys
 
 
 def _fail(exc: BaseException) -> None:

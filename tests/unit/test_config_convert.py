@@ -119,3 +119,8 @@ def test_mixed_config_inherited_values_are_overridden_own_conflicts_are_errors()
 def test_classify_leaves_3x_and_plain_configs_alone():
     assert classify({"model": {"type": "X"}, "train_dataloader": {}}) == "3.x"
     assert classify({"a": 1}) == "3.x"
+
+
+def test_a_3x_helper_variable_named_data_is_not_a_2x_key():
+    assert classify({"data": {"root": "x"}, "train_dataloader": {}}) == "3.x"
+    assert classify({"data": {"samples_per_gpu": 2}, "train_dataloader": {}}) == "mixed"
