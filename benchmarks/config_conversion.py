@@ -143,10 +143,6 @@ REASONS = {
     "optim_wrapper.loss_scale": "2.x fp16 configs used a static loss scale (kept); 3.x configs switched to dynamic",
     "train_cfg.val_interval": "2.x evaluation.interval is kept; 3.x configs changed it",
     "auto_scale_lr.enable": "identical meaning: the 2.x value False is MMEngine's default when absent",
-    "val_dataloader.dataset.pipeline[].mean": "2.x RandomCenterCropPad padded with the image mean (kept); 3.x "
-                                              "configs pass mean 0 / std 1",
-    "test_dataloader.dataset.pipeline[].mean": "2.x RandomCenterCropPad padded with the image mean (kept); 3.x "
-                                               "configs pass mean 0 / std 1",
 }
 
 

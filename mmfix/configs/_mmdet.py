@@ -510,6 +510,40 @@ def _match_costs(node: Any, box_format: str | None) -> None:
             _match_costs(value, box_format)
 
 
+def _renamed_arguments(model: dict[str, Any], report: Report) -> None:
+    """Heads and necks whose 3.x constructors renamed or restructured 2.x arguments."""
+    neck = model.get("neck")
+    if isinstance(neck, dict):
+        if neck.get("type") == "CTResNetNeck" and "in_channel" in neck:
+            neck["in_channels"] = neck.pop("in_channel")
+            report.moved("model.neck.in_channel", "model.neck.in_channels")
+        if neck.get("type") == "NASFPN" and "add_extra_convs" in neck:
+            neck.pop("add_extra_convs")  # NAS-FPN always built its extra levels itself
+            report.drop("model.neck.add_extra_convs", "NASFPN builds its extra levels itself in 3.x too")
+    head = model.get("bbox_head")
+    if isinstance(head, dict) and head.get("type") == "CenterNetHead":
+        for old, new in (("in_channel", "in_channels"), ("feat_channel", "feat_channels")):
+            if old in head:
+                head[new] = head.pop(old)
+                report.moved(f"model.bbox_head.{old}", f"model.bbox_head.{new}")
+    if model.get("type") == "YOLACT" and isinstance(model.get("segm_head"), dict):
+        segm = model.pop("segm_head")
+        mask = model.setdefault("mask_head", {})
+        mask["with_seg_branch"] = True
+        if "loss_segm" in segm:
+            mask["loss_segm"] = segm["loss_segm"]
+        report.moved("model.segm_head", "model.mask_head (with_seg_branch, loss_segm)")
+    rpn = model.get("rpn_head")
+    if isinstance(rpn, dict) and rpn.get("type") == "CascadeRPNHead":
+        for stage in rpn.get("stages", []):
+            if stage.pop("sampling", None) is not None:
+                report.drop("model.rpn_head.stages[].sampling", "3.x heads sample as train_cfg.sampler says")
+    teacher = model.get("teacher_config")
+    if isinstance(teacher, str):
+        report.note(f"model.teacher_config={teacher!r} names a 2.x config file; 3.x renamed the official files, "
+                    "so point it at the teacher's 3.x config (or convert it with mmfix convert-config)")
+
+
 def convert_model(src: dict[str, Any], out: dict[str, Any], report: Report, state: _State) -> None:
     model = src.pop("model", None)
     if model is None:
@@ -521,6 +555,7 @@ def convert_model(src: dict[str, Any], out: dict[str, Any], report: Report, stat
             model.setdefault(key, src.pop(key))
             report.moved(key, f"model.{key}")
     _pretrained(model, report)
+    _renamed_arguments(model, report)
     if "data_preprocessor" not in model:
         pre: dict[str, Any] = {"type": "DetDataPreprocessor"}
         norm = state.normalize
