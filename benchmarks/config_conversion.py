@@ -257,7 +257,7 @@ def main() -> int:
     print(f"\nremaining differences (first difference per pair and section), largest classes first:")
     for (sec, cls), items in sorted(classes.items(), key=lambda kv: -len(kv[1]))[: args.show]:
         name, a, b = items[0]
-        reason = REASONS.get(cls, "not converted yet (no rule for it)")
+        reason = REASONS.get(cls, "not analysed yet: no rule and no recorded reason")
         print(f"  {len(items):>4}  {cls}: {reason}\n        e.g. {name}: converted={str(a)[:110]}  "
               f"official={str(b)[:110]}")
 
