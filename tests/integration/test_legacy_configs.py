@@ -180,3 +180,20 @@ def test_unconvertible_config_stops_gpus_2_before_any_worker_starts(mmdet_dir, c
     assert "`lr_config.policy` = 'Bogus'" in out
     assert "torch.distributed" not in out and "ChildFailedError" not in out and "Traceback" not in out
     assert "command line translated" not in out  # nothing was launched
+
+
+def test_switching_the_patch_off_loads_the_2x_config_as_stock_mmengine_does(mmdet_dir, coco, tmp_path):
+    config = user_config_2x(tmp_path / "user_2x.py", coco)
+    code = f"""
+import mmfix
+from mmengine.config import Config
+assert "train_dataloader" in Config.fromfile({str(config)!r})
+mmfix.disable(["legacy_config"])
+assert "data" in Config.fromfile({str(config)!r}) and "train_dataloader" not in Config.fromfile({str(config)!r})
+print("ok")
+"""
+    assert run([sys.executable, "-c", code], check=True).stdout.strip().endswith("ok")
+    off = run([sys.executable, "-c", "import mmfix; from mmengine.config import Config; import sys; "
+               "print(sorted(Config.fromfile(sys.argv[1])))", str(config)],
+              env=clean_env(MMFIX_DISABLED_PATCHES="legacy_config"), check=True)
+    assert "'data'" in off.stdout and "train_dataloader" not in off.stdout
