@@ -8,7 +8,6 @@ Every function reads the 2.x keys it owns out of ``src`` (popping them) and writ
 """
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from .._errors import ConfigConversionError
@@ -430,7 +429,3 @@ def dataloader(batch_size: int, num_workers: int, shuffle: bool, dataset: dict[s
     loader.update(extra)
     loader["dataset"] = dataset
     return loader
-
-
-def deepcopy(value: Any) -> Any:
-    return copy.deepcopy(value)

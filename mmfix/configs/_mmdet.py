@@ -305,8 +305,6 @@ def _dataset(ds: dict[str, Any], report: Report, state: _State, *, test: bool, w
     if "seg_prefix" in ds:
         prefix["seg"] = ds.pop("seg_prefix")
         report.moved(f"{where}.seg_prefix", f"{where}.data_prefix.seg")
-    if "proposal_file" in ds:
-        pass
     if prefix:
         ds["data_prefix"] = prefix
     if "classes" in ds:
@@ -596,10 +594,6 @@ def convert_model(src: dict[str, Any], out: dict[str, Any], report: Report, stat
 
 
 # ----------------------------------------------------------------------------- hooks
-def _yolox_mode(hook: dict[str, Any], report: Report) -> dict[str, Any]:
-    return hook
-
-
 CUSTOM_HOOKS: dict[str, Any] = {
     "NumClassCheckHook": False,  # 3.x checks class numbers when it builds the dataset metainfo
     "ExpMomentumEMAHook": _engine.ema_hook,
