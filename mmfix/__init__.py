@@ -19,6 +19,7 @@ _LAZY_ERRORS = (
     "CheckpointError",
     "CheckpointRefusedError",
     "CheckpointSaveError",
+    "ConfigConversionError",
     "DeviceAssignmentError",
     "MmfixUsageError",
     "UnusedParametersError",

@@ -73,8 +73,25 @@ class CheckpointSaveError(OSError):
         return self.strerror or super().__str__()
 
 
-PUBLIC = (MmfixUsageError, CheckpointError, CheckpointCorruptError, CheckpointRefusedError, DeviceAssignmentError,
-          UnusedParametersError, CheckpointSaveError)
+class ConfigConversionError(MmfixUsageError):
+    """A 2.x config key or value has no 3.x equivalent (or clashes with the 3.x key).
+
+    A ``MmfixUsageError``: the tools stop with this one paragraph and exit status 2,
+    never a traceback, and before anything is built or launched.
+    """
+
+    def __init__(self, key: str, value: object, offers: str, source: str | None = None) -> None:
+        where = f" in {source}" if source else ""
+        message = (f"mmfix: cannot convert the MMDetection 2.x config{where}: `{key}` = {value!r} has no "
+                   f"MMDetection 3.x equivalent. {offers}")
+        super().__init__(message)
+        self.key = key
+        self.value = value
+        self.offers = offers
+
+
+PUBLIC = (MmfixUsageError, ConfigConversionError, CheckpointError, CheckpointCorruptError, CheckpointRefusedError,
+          DeviceAssignmentError, UnusedParametersError, CheckpointSaveError)
 for _cls in PUBLIC:
     _cls.__module__ = "mmfix"
 del _cls

@@ -54,6 +54,11 @@ PATCHES: dict[str, tuple[str, str, str]] = {
         "mmengine.runner",
         "auto-resume skips an unreadable newest checkpoint for the newest readable one, with a warning",
     ),
+    "legacy_config": (
+        "mmfix.patches.legacy_config",
+        "mmengine.config",
+        "MMDetection 2.x config files load as their 3.x equivalent; 2.x keys in 3.x configs are applied, never ignored",
+    ),
     "worker_errors": (
         "mmfix.patches.worker_errors",
         "torch",

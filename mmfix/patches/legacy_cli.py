@@ -132,6 +132,47 @@ def _config_problem(path: str) -> str | None:
     return None
 
 
+_LEGACY_CONFIG_WORDS = (b"samples_per_gpu", b"workers_per_gpu", b"imgs_per_gpu", b"lr_config", b"optimizer_config",
+                        b"checkpoint_config", b"log_config", b"img_norm_cfg", b"evaluation", b"runner")
+
+
+def _mentions_2x_keys(path: str, depth: int = 4) -> bool:
+    """Whether the config or a file it inherits from spells a 2.x key: a text search, so that
+    3.x configs do not pay for importing MMEngine in the launcher."""
+    import re
+
+    try:
+        with open(path, "rb") as fh:
+            text = fh.read(1 << 20)
+    except OSError:
+        return False
+    if any(word in text for word in _LEGACY_CONFIG_WORDS):
+        return True
+    if depth and b"_base_" in text:
+        folder = os.path.dirname(path)
+        for name in re.findall(rb"""['"]([^'"]+\.py)['"]""", text):
+            base = os.path.join(folder, os.fsdecode(name))
+            if os.path.isfile(base) and _mentions_2x_keys(base, depth - 1):
+                return True
+    return False
+
+
+def _config_converts(config: str | None) -> str | None:
+    """The conversion error of a 2.x config, checked before N workers start (None: fine or not ours)."""
+    if not config or not config.endswith(".py") or not os.path.isfile(config) or \
+            "legacy_config" in _settings.current().disabled_patches or not _mentions_2x_keys(config):
+        return None
+    try:
+        from ..configs._files import load
+
+        load(config)
+    except SystemExit as exc:  # ConfigConversionError
+        return getattr(exc, "message", None)
+    except Exception:
+        return None  # not loadable here: the workers report it in their own words
+    return None
+
+
 def _run_checks(plan: Plan, check_files: bool = True) -> Plan:
     import dataclasses
 
@@ -140,6 +181,10 @@ def _run_checks(plan: Plan, check_files: bool = True) -> Plan:
 
     argv = list(plan.argv)
     notes = list(plan.notes)
+    if plan.launch is not None and check_files:
+        problem = _config_converts(next((a for a in argv if not a.startswith("-")), None))
+        if problem:
+            raise LegacyUsageError(problem)
     for kind, value in plan.checks:
         if kind == "port_free" and not port_free(int(value)):
             raise LegacyUsageError(

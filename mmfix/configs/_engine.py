@@ -1,0 +1,431 @@
+"""MMEngine-level rules: schedule, runtime, hooks and dataloader basics of 2.x-era configs.
+
+Nothing here knows about detection: the other OpenMMLab toolboxes' 2.x-era configs
+(MMCV 1.x runners, hooks and ``lr_config`` policies) share these keys and can use
+these functions with their own model / pipeline rules (see ``_mmdet`` for one).
+Every function reads the 2.x keys it owns out of ``src`` (popping them) and writes
+3.x keys into ``out``; whatever nobody owned is carried over unchanged by the caller.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .._errors import ConfigConversionError
+from ._report import Report
+
+#: 2.x top-level keys that 3.x ignores silently; the mixed-config path looks for these.
+LEGACY_SCHEDULE_RUNTIME_KEYS = ("optimizer", "optimizer_config", "lr_config", "momentum_config", "runner",
+                                "checkpoint_config", "log_config", "evaluation", "fp16", "total_epochs",
+                                "resume_from", "workflow", "dist_params", "gpu_ids", "cudnn_benchmark",
+                                "opencv_num_threads", "mp_start_method", "auto_resume")
+
+_SUPPORTED_POLICIES = ("step", "fixed", "CosineAnnealing", "FlatCosineAnnealing", "poly", "exp", "CosineRestart",
+                       "OneCycle", "YOLOX")
+_WARMUPS = ("linear", "constant", "exp")
+
+
+class Loop:
+    """How long training lasts, as the 2.x runner said: by epochs or by iterations."""
+
+    def __init__(self, by_epoch: bool, length: int) -> None:
+        self.by_epoch = by_epoch
+        self.length = length
+
+
+# ----------------------------------------------------------------------------- runner
+def convert_runner(src: dict[str, Any], out: dict[str, Any], report: Report) -> Loop:
+    runner = src.pop("runner", None)
+    total_epochs = src.pop("total_epochs", None)
+    if runner is None:
+        # 2.x: no runner means EpochBasedRunner(max_epochs=total_epochs) (mmdet.apis.train_detector).
+        runner = {"type": "EpochBasedRunner", "max_epochs": total_epochs if total_epochs is not None else 12}
+        if total_epochs is not None:
+            report.moved("total_epochs", "train_cfg.max_epochs")
+        else:
+            report.note("no `runner` and no `total_epochs`: 12 epochs, as 2.x's default")
+    elif total_epochs is not None:
+        report.drop("total_epochs", "`runner` is set and wins, as in 2.x")
+    kind = runner.get("type", "EpochBasedRunner")
+    if kind in ("EpochBasedRunner", "EpochBasedRunnerAmp"):
+        loop = Loop(True, int(runner.get("max_epochs", 12)))
+        out["train_cfg"] = {"type": "EpochBasedTrainLoop", "max_epochs": loop.length, "val_interval": 1}
+        report.moved("runner", "train_cfg (EpochBasedTrainLoop)")
+    elif kind == "IterBasedRunner":
+        if "max_iters" not in runner:
+            raise ConfigConversionError("runner.max_iters", runner, "IterBasedRunner needs max_iters; 3.x "
+                                        "writes it as train_cfg=dict(type='IterBasedTrainLoop', max_iters=N).")
+        loop = Loop(False, int(runner["max_iters"]))
+        out["train_cfg"] = {"type": "IterBasedTrainLoop", "max_iters": loop.length, "val_interval": 1}
+        report.moved("runner", "train_cfg (IterBasedTrainLoop)")
+    else:
+        raise ConfigConversionError("runner.type", kind, "3.x offers EpochBasedTrainLoop (from EpochBasedRunner) "
+                                    "and IterBasedTrainLoop (from IterBasedRunner) as train_cfg.type.")
+    out["val_cfg"] = {"type": "ValLoop"}
+    out["test_cfg"] = {"type": "TestLoop"}
+    workflow = src.pop("workflow", None)
+    if workflow is not None:
+        phases = [w[0] for w in workflow]
+        if "val" in phases:
+            report.drop("workflow", "the ('val', N) phase computed validation losses in 2.x; 3.x has no such "
+                                    "phase (validation runs the evaluator every train_cfg.val_interval)")
+        else:
+            report.drop("workflow", "3.x trains by train_cfg; [('train', 1)] is its only meaning")
+    return loop
+
+
+# ----------------------------------------------------------------------------- optimizer
+def convert_optimizer(src: dict[str, Any], out: dict[str, Any], report: Report) -> None:
+    optimizer = src.pop("optimizer", None)
+    hook = src.pop("optimizer_config", None)
+    fp16 = src.pop("fp16", None)
+    if optimizer is None and hook is None and fp16 is None:
+        return
+    wrapper: dict[str, Any] = {"type": "OptimWrapper"}
+    if optimizer is not None:
+        optimizer = dict(optimizer)
+        for key in ("paramwise_cfg", "constructor"):
+            if key in optimizer:
+                wrapper[key] = optimizer.pop(key)
+                report.moved(f"optimizer.{key}", f"optim_wrapper.{key}")
+        wrapper["optimizer"] = optimizer
+        report.moved("optimizer", "optim_wrapper.optimizer")
+    if hook is not None:
+        hook = dict(hook)
+        hook_type = hook.pop("type", "OptimizerHook")
+        grad_clip = hook.pop("grad_clip", None)
+        if grad_clip is not None:
+            wrapper["clip_grad"] = dict(grad_clip)
+            report.moved("optimizer_config.grad_clip", "optim_wrapper.clip_grad")
+        if hook_type in ("GradientCumulativeOptimizerHook", "GradientCumulativeFp16OptimizerHook"):
+            wrapper["accumulative_counts"] = hook.pop("cumulative_iters", 1)
+            report.moved("optimizer_config.cumulative_iters", "optim_wrapper.accumulative_counts")
+        if hook_type in ("Fp16OptimizerHook", "GradientCumulativeFp16OptimizerHook"):
+            wrapper["type"] = "AmpOptimWrapper"
+            if "loss_scale" in hook:
+                wrapper["loss_scale"] = hook.pop("loss_scale")
+            hook.pop("distributed", None)
+            report.moved("optimizer_config (fp16)", "optim_wrapper (AmpOptimWrapper)")
+        elif hook_type not in ("OptimizerHook", "GradientCumulativeOptimizerHook"):
+            raise ConfigConversionError("optimizer_config.type", hook_type, "3.x offers OptimWrapper (OptimizerHook), "
+                                        "clip_grad (grad_clip), accumulative_counts (GradientCumulativeOptimizerHook) "
+                                        "and AmpOptimWrapper (Fp16OptimizerHook); a custom optimizer hook must be "
+                                        "rewritten as a custom OptimWrapper.")
+        if hook.pop("detect_anomalous_params", False):
+            report.drop("optimizer_config.detect_anomalous_params", "3.x has no such check; set "
+                                                                    "find_unused_parameters=True to debug")
+        for key in hook:
+            report.drop(f"optimizer_config.{key}", "no 3.x equivalent")
+        report.moved("optimizer_config", "optim_wrapper")
+    if fp16 is not None:
+        wrapper["type"] = "AmpOptimWrapper"
+        if "loss_scale" in fp16:
+            wrapper["loss_scale"] = fp16["loss_scale"]
+        report.moved("fp16", "optim_wrapper.type=AmpOptimWrapper")
+    out["optim_wrapper"] = wrapper
+
+
+# ----------------------------------------------------------------------------- lr_config
+def _span(loop: Loop, by_epoch: bool) -> dict[str, Any]:
+    """begin/end and by_epoch of a main scheduler covering the whole run."""
+    if loop.by_epoch:
+        span = {"begin": 0, "end": loop.length, "by_epoch": True}
+        if not by_epoch:
+            # 2.x updated this policy every iteration of an epoch-based run.
+            span["convert_to_iter_based"] = True
+        return span
+    return {"begin": 0, "end": loop.length, "by_epoch": False}
+
+
+def _warmup(lr: dict[str, Any], report: Report) -> dict[str, Any] | None:
+    kind = lr.pop("warmup", None)
+    iters = lr.pop("warmup_iters", 0)
+    ratio = lr.pop("warmup_ratio", 0.1)
+    by_epoch = lr.pop("warmup_by_epoch", False)
+    if kind is None:
+        return None
+    span: dict[str, Any] = {"by_epoch": bool(by_epoch), "begin": 0, "end": iters}
+    if by_epoch:
+        span["convert_to_iter_based"] = True  # 2.x warmed up every iteration of those epochs
+    if kind == "linear":
+        return {"type": "LinearLR", "start_factor": ratio, **span}
+    if kind == "constant":
+        return {"type": "ConstantLR", "factor": ratio, **span}
+    if kind == "exp":
+        # 2.x: lr * ratio ** (1 - t / T), i.e. geometric growth from ratio to 1:
+        # ExponentialLR multiplies by gamma each step, starting from the base lr,
+        # so the start has to be set by a factor first -- not expressible in one
+        # 3.x scheduler; this is the only warm-up MMEngine lacks.
+        raise ConfigConversionError("lr_config.warmup", kind, "3.x warm-ups are LinearLR (warmup='linear') and "
+                                    "ConstantLR (warmup='constant'); write param_scheduler by hand for an "
+                                    "exponential warm-up, or use warmup='linear'.")
+    raise ConfigConversionError("lr_config.warmup", kind, "3.x offers 'linear' (LinearLR) and 'constant' "
+                                "(ConstantLR) warm-ups.")
+
+
+def convert_lr_config(src: dict[str, Any], out: dict[str, Any], report: Report, loop: Loop,
+                      base_lr: float | None) -> None:
+    lr = src.pop("lr_config", None)
+    momentum = src.pop("momentum_config", None)
+    if lr is None and momentum is None:
+        return
+    schedulers: list[dict[str, Any]] = []
+    if lr is not None:
+        lr = dict(lr)
+        policy = lr.pop("policy", None)
+        by_epoch = lr.pop("by_epoch", True)
+        if policy == "YOLOX":
+            schedulers = _yolox(lr, loop, base_lr, report)
+        else:
+            warmup = _warmup(lr, report)
+            if warmup is not None:
+                schedulers.append(warmup)
+            main = _main_policy(policy, lr, loop, by_epoch, base_lr)
+            if main is not None:
+                schedulers.append(main)
+        for key in lr:
+            report.drop(f"lr_config.{key}", f"not used by 3.x's scheduler for policy {policy!r}")
+        report.moved("lr_config", "param_scheduler")
+    if momentum is not None:
+        schedulers.extend(_momentum(dict(momentum), loop))
+        report.moved("momentum_config", "param_scheduler")
+    out["param_scheduler"] = schedulers
+
+
+def _min_lr(lr: dict[str, Any], target: dict[str, Any]) -> None:
+    if "min_lr" in lr:
+        target["eta_min"] = lr.pop("min_lr")
+    elif "min_lr_ratio" in lr:
+        target["eta_min_ratio"] = lr.pop("min_lr_ratio")
+
+
+def _main_policy(policy: Any, lr: dict[str, Any], loop: Loop, by_epoch: bool,
+                 base_lr: float | None) -> dict[str, Any] | None:
+    span = _span(loop, by_epoch)
+    if policy == "step":
+        step = lr.pop("step")
+        gamma = lr.pop("gamma", 0.1)
+        if lr.pop("min_lr", None) is not None:
+            # MultiStepLR has no floor; a floor above the decayed lr would change meaning silently.
+            raise ConfigConversionError("lr_config.min_lr", "(with policy='step')", "3.x's MultiStepLR/StepLR have "
+                                        "no minimum lr; remove min_lr or write param_scheduler by hand.")
+        if isinstance(step, int):
+            return {"type": "StepLR", "step_size": step, "gamma": gamma, **span}
+        return {"type": "MultiStepLR", **span, "milestones": list(step), "gamma": gamma}
+    if policy == "fixed":
+        return None
+    if policy == "CosineAnnealing":
+        target = {"type": "CosineAnnealingLR", "T_max": loop.length, **span}
+        _min_lr(lr, target)
+        return target
+    if policy == "FlatCosineAnnealing":
+        start = lr.pop("start_percent", 0.75)
+        begin = int(round(loop.length * start))
+        target = {"type": "CosineAnnealingLR", "T_max": loop.length - begin, **span, "begin": begin}
+        _min_lr(lr, target)
+        return target
+    if policy == "poly":
+        target = {"type": "PolyLR", "power": lr.pop("power", 1.0), "eta_min": lr.pop("min_lr", 0.0), **span}
+        return target
+    if policy == "exp":
+        return {"type": "ExponentialLR", "gamma": lr.pop("gamma"), **span}
+    if policy == "CosineRestart":
+        target = {"type": "CosineRestartLR", "periods": list(lr.pop("periods")),
+                  "restart_weights": list(lr.pop("restart_weights", [1] * len(lr.get("periods", [1])))), **span}
+        _min_lr(lr, target)
+        return target
+    if policy == "OneCycle":
+        target = {"type": "OneCycleLR", "eta_max": lr.pop("max_lr"), "by_epoch": False,
+                  "total_steps": lr.pop("total_steps", None), "pct_start": lr.pop("pct_start", 0.3),
+                  "anneal_strategy": lr.pop("anneal_strategy", "cos"), "div_factor": lr.pop("div_factor", 25),
+                  "final_div_factor": lr.pop("final_div_factor", 1e4), "three_phase": lr.pop("three_phase", False)}
+        if target["total_steps"] is None:
+            target.pop("total_steps")
+            if not loop.by_epoch:
+                target["total_steps"] = loop.length
+            else:
+                target.update(by_epoch=True, convert_to_iter_based=True, begin=0, end=loop.length)
+        return target
+    raise ConfigConversionError("lr_config.policy", policy, "3.x's param_scheduler offers these 2.x policies: "
+                                + ", ".join(repr(p) for p in _SUPPORTED_POLICIES)
+                                + " (as MultiStepLR/StepLR, CosineAnnealingLR, PolyLR, ExponentialLR, "
+                                "CosineRestartLR, OneCycleLR, ...); write param_scheduler=[...] by hand for others.")
+
+
+def _yolox(lr: dict[str, Any], loop: Loop, base_lr: float | None, report: Report) -> list[dict[str, Any]]:
+    """YOLOX's 2.x hook: quadratic warm-up (warmup='exp'), cosine, then a flat tail."""
+    warm = lr.pop("warmup_iters", 5)
+    warm_by_epoch = lr.pop("warmup_by_epoch", True)
+    lr.pop("warmup", None)
+    lr.pop("warmup_ratio", None)
+    last = lr.pop("num_last_epochs", 15)
+    ratio = lr.pop("min_lr_ratio", 0.05)
+    if not (loop.by_epoch and warm_by_epoch):
+        raise ConfigConversionError("lr_config.policy", "YOLOX", "3.x writes YOLOX's schedule by epochs "
+                                    "(QuadraticWarmupLR, CosineAnnealingLR, ConstantLR); this config is not "
+                                    "epoch-based. Write param_scheduler by hand.")
+    end = loop.length - last
+    cosine: dict[str, Any] = {"type": "CosineAnnealingLR", "begin": warm, "T_max": end - warm, "end": end,
+                              "by_epoch": True, "convert_to_iter_based": True}
+    if base_lr is not None:
+        cosine["eta_min"] = base_lr * ratio
+    else:
+        cosine["eta_min_ratio"] = ratio
+    return [
+        {"type": "mmdet.QuadraticWarmupLR", "by_epoch": True, "begin": 0, "end": warm, "convert_to_iter_based": True},
+        cosine,
+        {"type": "ConstantLR", "by_epoch": True, "factor": 1, "begin": end, "end": loop.length},
+    ]
+
+
+def _momentum(momentum: dict[str, Any], loop: Loop) -> list[dict[str, Any]]:
+    policy = momentum.pop("policy", None)
+    by_epoch = momentum.pop("by_epoch", True)
+    span = _span(loop, by_epoch)
+    if policy == "step":
+        return [{"type": "MultiStepMomentum", **span, "milestones": list(momentum.pop("step")),
+                 "gamma": momentum.pop("gamma", 0.1)}]
+    if policy == "CosineAnnealing":
+        target = {"type": "CosineAnnealingMomentum", "T_max": loop.length, **span}
+        if "min_momentum" in momentum:
+            target["eta_min"] = momentum.pop("min_momentum")
+        elif "min_momentum_ratio" in momentum:
+            target["eta_min_ratio"] = momentum.pop("min_momentum_ratio")
+        return [target]
+    raise ConfigConversionError("momentum_config.policy", policy, "3.x offers MultiStepMomentum (policy='step') "
+                                "and CosineAnnealingMomentum (policy='CosineAnnealing'); cyclic and one-cycle "
+                                "momentum follow OneCycleLR in 3.x. Write param_scheduler by hand for others.")
+
+
+# ----------------------------------------------------------------------------- runtime
+_VIS_BACKENDS = {
+    "TextLoggerHook": None,  # the LoggerHook itself
+    "TensorboardLoggerHook": "TensorboardVisBackend",
+    "WandbLoggerHook": "WandbVisBackend",
+    "MMDetWandbHook": "WandbVisBackend",
+    "MlflowLoggerHook": "MLflowVisBackend",
+}
+
+
+def convert_runtime(src: dict[str, Any], out: dict[str, Any], report: Report, loop: Loop,
+                    visualizer_type: str, visualization_hook: str | None) -> None:
+    hooks: dict[str, Any] = {
+        "timer": {"type": "IterTimerHook"},
+        "logger": {"type": "LoggerHook", "interval": 50},
+        "param_scheduler": {"type": "ParamSchedulerHook"},
+        "checkpoint": {"type": "CheckpointHook", "interval": 1},
+        "sampler_seed": {"type": "DistSamplerSeedHook"},
+    }
+    if visualization_hook:
+        hooks["visualization"] = {"type": visualization_hook}
+    checkpoint = src.pop("checkpoint_config", None)
+    if checkpoint is not None:
+        checkpoint = dict(checkpoint)
+        checkpoint.pop("type", None)
+        hook = {"type": "CheckpointHook", "interval": checkpoint.pop("interval", -1)}
+        if not loop.by_epoch or "by_epoch" in checkpoint:
+            hook["by_epoch"] = checkpoint.pop("by_epoch", True)
+        for key in ("max_keep_ckpts", "out_dir", "save_optimizer", "save_last", "filename_tmpl", "file_client_args"):
+            if key in checkpoint:
+                hook[key] = checkpoint.pop(key)
+        if "create_symlink" in checkpoint:
+            checkpoint.pop("create_symlink")
+            report.drop("checkpoint_config.create_symlink", "3.x writes `last_checkpoint` instead of a symlink")
+        for key in checkpoint:
+            hook[key] = checkpoint[key]
+        if loop.by_epoch and hook.get("by_epoch") is False:
+            report.note("checkpoint_config.by_epoch=False in an epoch-based run: intervals are iterations, as in 2.x")
+        hooks["checkpoint"] = hook
+        report.moved("checkpoint_config", "default_hooks.checkpoint")
+    vis_backends: list[dict[str, Any]] = [{"type": "LocalVisBackend"}]
+    log = src.pop("log_config", None)
+    if log is not None:
+        hooks["logger"] = {"type": "LoggerHook", "interval": log.get("interval", 50)}
+        for entry in log.get("hooks", []):
+            kind = entry.get("type")
+            if kind not in _VIS_BACKENDS:
+                raise ConfigConversionError("log_config.hooks", kind, "3.x logs through LoggerHook and visualizer "
+                                            "backends: TextLoggerHook, TensorboardLoggerHook (TensorboardVisBackend), "
+                                            "WandbLoggerHook (WandbVisBackend) and MlflowLoggerHook "
+                                            "(MLflowVisBackend) convert.")
+            backend = _VIS_BACKENDS[kind]
+            if backend is None:
+                continue
+            target: dict[str, Any] = {"type": backend}
+            if backend == "WandbVisBackend" and entry.get("init_kwargs"):
+                target["init_kwargs"] = entry["init_kwargs"]
+            if backend == "MLflowVisBackend" and entry.get("exp_name"):
+                target["exp_name"] = entry["exp_name"]
+            vis_backends.append(target)
+        report.moved("log_config", "default_hooks.logger" + (" and vis_backends" if len(vis_backends) > 1 else ""))
+    out["default_hooks"] = hooks
+    out["vis_backends"] = vis_backends
+    out["visualizer"] = {"type": visualizer_type, "vis_backends": vis_backends, "name": "visualizer"}
+    out["log_processor"] = {"type": "LogProcessor", "window_size": 50, "by_epoch": loop.by_epoch}
+
+    env: dict[str, Any] = {"cudnn_benchmark": src.pop("cudnn_benchmark", False),
+                           "mp_cfg": {"mp_start_method": src.pop("mp_start_method", "fork"),
+                                      "opencv_num_threads": src.pop("opencv_num_threads", 0)},
+                           "dist_cfg": dict(src.pop("dist_params", {"backend": "nccl"}))}
+    report.moved("dist_params / cudnn_benchmark / mp_start_method / opencv_num_threads", "env_cfg")
+    out["env_cfg"] = env
+    resume_from = src.pop("resume_from", None)
+    auto_resume = src.pop("auto_resume", None)
+    out["load_from"] = src.pop("load_from", None)
+    out["resume"] = False
+    if resume_from:
+        out["load_from"] = resume_from
+        out["resume"] = True
+        report.moved("resume_from", "load_from + resume=True")
+    elif auto_resume:
+        out["resume"] = True
+        report.moved("auto_resume", "resume=True")
+    if src.pop("gpu_ids", None) is not None:
+        report.drop("gpu_ids", "3.x takes devices from the launcher / CUDA_VISIBLE_DEVICES")
+    out["log_level"] = src.pop("log_level", "INFO")
+    if "auto_scale_lr" in src:
+        out["auto_scale_lr"] = src.pop("auto_scale_lr")
+
+
+def convert_custom_hooks(src: dict[str, Any], out: dict[str, Any], report: Report,
+                         renames: dict[str, Any]) -> None:
+    hooks = src.pop("custom_hooks", None)
+    if hooks is None:
+        return
+    converted = []
+    for hook in hooks:
+        hook = dict(hook)
+        rule = renames.get(hook.get("type"))
+        if rule is None:
+            converted.append(hook)
+        elif rule is False:
+            report.drop(f"custom_hooks[{hook['type']}]", "no 3.x equivalent needed")
+        else:
+            converted.append(rule(hook, report))
+    if converted:
+        out["custom_hooks"] = converted
+
+
+def ema_hook(hook: dict[str, Any], report: Report) -> dict[str, Any]:
+    """2.x ExpMomentumEMAHook / LinearMomentumEMAHook -> 3.x EMAHook with the matching EMA model."""
+    kind = hook.pop("type")
+    target = {"type": "EMAHook", "ema_type": "ExpMomentumEMA" if kind.startswith("Exp") else "LinearMomentumEMA"}
+    for key in ("momentum", "gamma", "interval", "priority", "resume_from"):
+        if key in hook:
+            target[key] = hook.pop(key)
+    target.pop("resume_from", None)
+    target["update_buffers"] = True
+    report.moved(f"custom_hooks[{kind}]", "custom_hooks[EMAHook]")
+    return target
+
+
+def dataloader(batch_size: int, num_workers: int, shuffle: bool, dataset: dict[str, Any],
+               **extra: Any) -> dict[str, Any]:
+    """A 3.x dataloader dict from the 2.x per-GPU batch size and workers."""
+    loader: dict[str, Any] = {"batch_size": batch_size, "num_workers": num_workers,
+                              "persistent_workers": num_workers > 0}
+    if not shuffle:
+        loader["drop_last"] = False
+    loader["sampler"] = {"type": "DefaultSampler", "shuffle": shuffle}
+    loader.update(extra)
+    loader["dataset"] = dataset
+    return loader

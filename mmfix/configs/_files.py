@@ -1,0 +1,93 @@
+"""Reading a config file for conversion, and writing the converted one out (``mmfix convert-config``)."""
+from __future__ import annotations
+
+import ast
+import os
+from typing import Any
+
+from . import apply_legacy_keys, classify, convert
+from ._report import Report
+
+
+def load(path: str) -> tuple[str, dict[str, Any], dict[str, Any], Report]:
+    """(kind, merged source dict, converted dict, report) for a config file, with MMEngine's own loader."""
+    from mmengine.config import Config
+
+    fromfile = getattr(Config.fromfile, "__wrapped__", Config.fromfile)  # mmfix's patch may be active
+    cfg = fromfile(path, import_custom_modules=False)
+    source = cfg.to_dict()
+    kind = classify(source)
+    if kind == "2.x":
+        converted, report = convert(source)
+    elif kind == "mixed":
+        converted, report = apply_legacy_keys(source, own_keys(path))
+    else:
+        converted, report = source, Report()
+    # The same normal form the automatic path hands to the tools.
+    return kind, source, Config(converted).to_dict(), report
+
+
+def own_keys(filename: str) -> set[str]:
+    """Dotted keys the file itself sets (not its _base_ files): ``train_dataloader``,
+    ``train_dataloader.batch_size``, ... as far as ``dict(...)`` / ``{...}`` literals go."""
+    try:
+        with open(filename, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read())
+    except (OSError, SyntaxError, ValueError):
+        return set()
+    keys: set[str] = set()
+
+    def walk(node: ast.AST, prefix: str) -> None:
+        items: list[tuple[str, ast.AST]] = []
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict":
+            items = [(kw.arg, kw.value) for kw in node.keywords if kw.arg]
+        elif isinstance(node, ast.Dict):
+            items = [(k.value, v) for k, v in zip(node.keys, node.values)
+                     if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+        for key, value in items:
+            keys.add(f"{prefix}.{key}")
+            walk(value, f"{prefix}.{key}")
+
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, (ast.AnnAssign, ast.AugAssign)) else []
+        for target in targets:
+            if isinstance(target, ast.Name):
+                keys.add(target.id)
+                if node.value is not None:
+                    walk(node.value, target.id)
+    return keys
+
+
+def render(path: str, converted: dict[str, Any], report: Report) -> str:
+    """A self-contained 3.x config: a header saying what was done, then every key."""
+    from mmengine.config import Config
+
+    header = [f"# MMDetection 3.x config converted by mmfix from the 2.x config {os.path.basename(path)}",
+              "# (its _base_ files are merged in: this file stands alone).", "#"]
+    header += [f"# {line}" for line in report.lines()]
+    body = Config(converted).pretty_text
+    return "\n".join(header) + "\n\n" + body
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict) and value:
+        flat: dict[str, Any] = {}
+        for key, sub in value.items():
+            flat.update(_flatten(sub, f"{prefix}.{key}" if prefix else str(key)))
+        return flat
+    return {prefix: value}
+
+
+def diff_lines(source: dict[str, Any], converted: dict[str, Any], report: Report) -> list[str]:
+    """The conversion key by key: the report, then each flattened key removed, added or changed."""
+    lines = report.lines()
+    old, new = _flatten(source), _flatten(converted)
+    for key in sorted(set(old) | set(new)):
+        if key not in new:
+            lines.append(f"- {key} = {old[key]!r}")
+        elif key not in old:
+            lines.append(f"+ {key} = {new[key]!r}")
+        elif old[key] != new[key]:
+            lines.append(f"~ {key}: {old[key]!r} -> {new[key]!r}")
+    return lines

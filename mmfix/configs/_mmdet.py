@@ -1,0 +1,602 @@
+"""MMDetection rules: model, pipelines, datasets and dataloaders, evaluators.
+
+The 2.x pipeline did what 3.x's data preprocessor does (Normalize, Pad, to_rgb) and
+what PackDetInputs does (DefaultFormatBundle, Collect, ImageToTensor); those parts
+move into ``model.data_preprocessor`` and one packing transform.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from .._errors import ConfigConversionError
+from . import _engine
+from ._report import Report
+
+LEGACY_DATA_KEYS = ("data", "evaluation")
+
+_TEST_META_KEYS = ("img_id", "img_path", "ori_shape", "img_shape", "scale_factor")
+_PACKING = ("DefaultFormatBundle", "Collect", "ImageToTensor", "ToTensor", "Transpose", "ToDataContainer",
+            "FormatShape")
+_METRICS = {  # dataset type -> 3.x metric type
+    "CocoDataset": "CocoMetric", "DeepFashionDataset": "CocoMetric", "Objects365V1Dataset": "CocoMetric",
+    "Objects365V2Dataset": "CocoMetric", "CityscapesDataset": "CocoMetric",
+    "LVISV05Dataset": "LVISMetric", "LVISV1Dataset": "LVISMetric", "LVISDataset": "LVISMetric",
+    "VOCDataset": "VOCMetric", "WIDERFaceDataset": "VOCMetric", "XMLDataset": "VOCMetric",
+    "CocoPanopticDataset": "CocoPanopticMetric", "OpenImagesDataset": "OpenImagesMetric",
+    "OpenImagesChallengeDataset": "OpenImagesMetric",
+}
+# Anchor heads that sampled with PseudoSampler implicitly in 2.x (sampling=False) and whose 3.x
+# configs spell it out; the others (ATSS, GFL, FCOS, ...) still choose it themselves in 3.x.
+_PSEUDO_SAMPLER_HEADS = frozenset((
+    "RetinaHead", "FreeAnchorRetinaHead", "GARetinaHead", "PISARetinaHead", "RetinaSepBNHead", "SABLRetinaHead",
+    "FSAFHead", "SSDHead", "PISASSDHead", "YOLACTHead", "AnchorHead", "GuidedAnchorHead"))
+_WRAPPERS = ("RepeatDataset", "ClassBalancedDataset", "ConcatDataset", "MultiImageMixDataset")
+
+
+class _State:
+    """What the pipeline told us that the model section needs."""
+
+    def __init__(self) -> None:
+        self.normalize: dict[str, Any] | None = None
+        self.pad_divisor: int | None = None
+        self.pad_mask = False
+        self.pad_seg = False
+        self.seg_scale_factor: float | None = None
+        self.tta: dict[str, Any] | None = None
+        self.batch_pad: Any = None
+
+
+# ----------------------------------------------------------------------------- pipelines
+def _resize(t: dict[str, Any], report: Report, scale_from_aug: Any = None) -> dict[str, Any] | None:
+    img_scale = t.pop("img_scale", None)
+    if img_scale is None:
+        img_scale = scale_from_aug
+    mode = t.pop("multiscale_mode", "range")
+    ratio = t.pop("ratio_range", None)
+    keep = t.pop("keep_ratio", True)  # 2.x default True; 3.x's Resize defaults to False
+    t.pop("override", None)
+    extra = {k: t[k] for k in ("bbox_clip_border", "backend", "interpolation") if k in t}
+    if img_scale is None:
+        if "scale_factor" in t:
+            return {"type": "Resize", "scale_factor": t["scale_factor"], "keep_ratio": keep, **extra}
+        return None  # inside a MultiScaleFlipAug that gave scale_factor instead
+    scales = img_scale if isinstance(img_scale, list) else [img_scale]
+    scales = [tuple(s) if isinstance(s, (list, tuple)) else s for s in scales]
+    if ratio is not None:
+        return {"type": "RandomResize", "scale": scales[0], "ratio_range": tuple(ratio), "keep_ratio": keep, **extra}
+    if len(scales) == 1:
+        return {"type": "Resize", "scale": scales[0], "keep_ratio": keep, **extra}
+    if mode == "value":
+        return {"type": "RandomChoiceResize", "scales": scales, "keep_ratio": keep, **extra}
+    if mode == "range":
+        if len(scales) != 2:
+            raise ConfigConversionError("Resize.img_scale", img_scale, "multiscale_mode='range' takes exactly two "
+                                        "scales (3.x RandomResize(scale=[low, high]))")
+        return {"type": "RandomResize", "scale": scales, "keep_ratio": keep, **extra}
+    raise ConfigConversionError("Resize.multiscale_mode", mode, "3.x offers RandomResize ('range') and "
+                                "RandomChoiceResize ('value').")
+
+
+def _backend(t: dict[str, Any]) -> None:
+    args = t.pop("file_client_args", None)
+    if args and args.get("backend", "disk") != "disk":
+        t["backend_args"] = args
+
+
+_GEOMETRIC = ("Resize", "RandomResize", "RandomChoiceResize", "RandomFlip")
+
+
+def _broadcast_proposals(pipeline: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """3.x transforms leave proposals alone unless wrapped in ProposalBroadcaster (2.x moved them along)."""
+    out: list[dict[str, Any]] = []
+    for t in pipeline:
+        if t.get("type") in _GEOMETRIC:
+            if out and out[-1].get("type") == "ProposalBroadcaster":
+                out[-1]["transforms"].append(t)
+            else:
+                out.append({"type": "ProposalBroadcaster", "transforms": [t]})
+        else:
+            out.append(t)
+    return out
+
+
+def convert_pipeline(pipeline: list[dict[str, Any]], report: Report, state: _State, *, test: bool,
+                     where: str, annotations: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    out = _convert_pipeline(pipeline, report, state, test=test, where=where,
+                            annotations=None if any(t.get("type") == "LoadProposals" for t in pipeline)
+                            else annotations)
+    if any(t.get("type") == "LoadProposals" for t in out):
+        out = _broadcast_proposals(out)
+        report.note(f"{where}: proposals follow Resize/RandomFlip through ProposalBroadcaster, as they did in 2.x")
+    return out
+
+
+def _convert_pipeline(pipeline: list[dict[str, Any]], report: Report, state: _State, *, test: bool,
+                      where: str, annotations: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    packed = False
+    for t in copy.deepcopy(list(pipeline)):
+        kind = t.get("type")
+        if kind == "MultiScaleFlipAug":
+            out.extend(_flip_aug(t, report, state, where, annotations))
+            packed = True
+            continue
+        converted = _transform(t, report, state, test=test, where=where)
+        if converted is None:
+            continue
+        if converted.get("type") == "PackDetInputs":
+            if packed:
+                continue
+            packed = True
+        out.append(converted)
+    return out
+
+
+def _transform(t: dict[str, Any], report: Report, state: _State, *, test: bool, where: str) -> dict[str, Any] | None:
+    kind = t.get("type")
+    if kind == "Normalize":
+        state.normalize = {"mean": list(t["mean"]), "std": list(t["std"]), "bgr_to_rgb": bool(t.get("to_rgb", True))}
+        report.moved(f"{where}: Normalize", "model.data_preprocessor (mean, std, bgr_to_rgb)")
+        return None
+    if kind == "Pad":
+        if "size_divisor" in t and "size" not in t and not t.get("pad_to_square"):
+            state.pad_divisor = t["size_divisor"]
+            report.moved(f"{where}: Pad(size_divisor)", "model.data_preprocessor.pad_size_divisor")
+            return None
+        if "size" in t and not test and not t.get("pad_to_square") and isinstance(t.get("pad_val", 0), (int, float)) \
+                and not t.get("pad_val", 0):
+            # A fixed-size zero pad after Normalize: 3.x pads the normalised batch to that size.
+            state.batch_pad = list(t["size"])
+            report.moved(f"{where}: Pad(size)", "model.data_preprocessor.batch_augments (BatchFixedSizePad)")
+            return None
+        t.pop("size_divisor", None) if "size" in t else None
+        if isinstance(t.get("pad_val"), (int, float)):
+            t["pad_val"] = {"img": t["pad_val"]}
+        return t
+    if kind in _PACKING:
+        if kind == "Collect":
+            report.moved(f"{where}: DefaultFormatBundle/Collect/ImageToTensor", "PackDetInputs")
+            if test:
+                return {"type": "PackDetInputs", "meta_keys": _TEST_META_KEYS}
+            return {"type": "PackDetInputs"}
+        return None
+    if kind == "Resize":
+        return _resize(t, report)
+    if kind == "RandomFlip":
+        ratio = t.pop("flip_ratio", None)
+        if ratio is None:
+            return None  # 2.x: no ratio means no flip (the MultiScaleFlipAug case)
+        target = {"type": "RandomFlip", "prob": ratio}
+        if "direction" in t:
+            target["direction"] = t["direction"]
+        return target
+    if kind in ("LoadImageFromFile", "LoadAnnotations", "LoadPanopticAnnotations", "LoadProposals",
+                "LoadMultiChannelImageFromFiles", "LoadImageFromWebcam"):
+        _backend(t)
+        if kind == "LoadAnnotations":
+            state.pad_mask = state.pad_mask or bool(t.get("with_mask"))
+            state.pad_seg = state.pad_seg or bool(t.get("with_seg"))
+        if kind == "LoadPanopticAnnotations":
+            state.pad_mask = state.pad_mask or bool(t.get("with_mask", True))
+            state.pad_seg = state.pad_seg or bool(t.get("with_seg", True))
+        return t
+    if kind == "SegRescale":
+        state.seg_scale_factor = t.get("scale_factor", 1)
+        report.moved(f"{where}: SegRescale", "model.roi_head.semantic_head.seg_scale_factor")
+        return None
+    if kind == "Albu":
+        t["keymap"] = {"img": "image", "gt_masks": "masks", "gt_bboxes": "bboxes"}
+        t.pop("update_pad_shape", None)
+        return t
+    if kind == "AutoAugment":
+        policies = [[c for c in (_transform(dict(x), report, state, test=test, where=where) for x in policy) if c]
+                    for policy in t["policies"]]
+        return {"type": "RandomChoice", "transforms": policies}
+    if kind == "Expand":
+        return t
+    # Same name and arguments in 3.x: PhotoMetricDistortion, MinIoURandomCrop, RandomCrop, Mosaic,
+    # RandomAffine, MixUp, YOLOXHSVRandomAug, FilterAnnotations, CutOut, RandomCenterCropPad, ...
+    return t
+
+
+def _flip_aug(t: dict[str, Any], report: Report, state: _State, where: str,
+              annotations: dict[str, Any] | None) -> list[dict[str, Any]]:
+    scales = t.get("img_scale")
+    scale_list = scales if isinstance(scales, list) else [scales]
+    flip = t.get("flip", False)
+    inner = t.get("transforms", [])
+    out: list[dict[str, Any]] = []
+    resize_done = False
+    for x in inner:
+        x = dict(x)
+        if x.get("type") == "Resize":
+            if "scale_factor" in t and scales is None:
+                x["scale_factor"] = t["scale_factor"]
+            r = _resize(x, report, scale_list[0] if scales is not None else None)
+            if r is not None and r.get("scale_factor") in (1, 1.0) and "scale" not in r:
+                r = None  # MultiScaleFlipAug(scale_factor=1.0): the image keeps its size
+                resize_done = True
+            if r is not None:
+                out.append(r)
+                resize_done = True
+            if annotations is not None:
+                out.append(copy.deepcopy(annotations))
+            continue
+        if x.get("type") == "RandomFlip":
+            continue  # inside MultiScaleFlipAug, 2.x flipped by the wrapper's `flip` only, whatever flip_ratio said
+        c = _transform(x, report, state, test=True, where=where)
+        if c is not None and c.get("type") != "PackDetInputs":
+            out.append(c)
+    if not resize_done and scales is not None:
+        out.insert(0, {"type": "Resize", "scale": tuple(scale_list[0]), "keep_ratio": True})
+    if any(x.get("type") == "RandomCenterCropPad" for x in out):
+        # CenterNet/CornerNet heads decode with the crop's border in 3.x.
+        out.append({"type": "PackDetInputs", "meta_keys": ("img_id", "img_path", "ori_shape", "img_shape", "border")})
+    else:
+        out.append({"type": "PackDetInputs", "meta_keys": _TEST_META_KEYS})
+    if len(scale_list) > 1 or flip:
+        inner_steps = [x for x in out if x.get("type") not in ("Resize", "LoadAnnotations", "PackDetInputs")]
+        state.tta = {"scales": scale_list if scales is not None else None, "flip": flip,
+                     "scale_factor": t.get("scale_factor"), "inner": inner_steps}
+        report.note(f"{where}: 2.x tested with test-time augmentation (scales {scale_list}, flip={flip}); 3.x runs "
+                    "TTA only with `tools/test.py --tta`: tta_model and tta_pipeline are written for it, and the "
+                    "plain test pipeline uses the first scale without flip")
+    report.moved(f"{where}: MultiScaleFlipAug", "Resize + PackDetInputs")
+    return out
+
+
+def _tta(cfg_out: dict[str, Any], tta: dict[str, Any], load: dict[str, Any], annotations: dict[str, Any] | None) -> None:
+    cfg_out["tta_model"] = {"type": "DetTTAModel",
+                            "tta_cfg": {"nms": {"type": "nms", "iou_threshold": 0.5}, "max_per_img": 100}}
+    flips = [{"type": "RandomFlip", "prob": 1.0}, {"type": "RandomFlip", "prob": 0.0}] if tta["flip"] else \
+        [{"type": "RandomFlip", "prob": 0.0}]
+    if tta["scales"] is not None:
+        resizes = [{"type": "Resize", "scale": tuple(s), "keep_ratio": True} for s in tta["scales"]]
+    else:
+        factors = tta["scale_factor"] if isinstance(tta["scale_factor"], list) else [tta["scale_factor"]]
+        resizes = [{"type": "Resize", "scale_factor": f, "keep_ratio": True} for f in factors]
+    steps: list[list[dict[str, Any]]] = [resizes, flips]
+    steps += [[copy.deepcopy(x)] for x in tta.get("inner", [])]
+    if annotations is not None:
+        steps.append([copy.deepcopy(annotations)])
+    steps.append([{"type": "PackDetInputs", "meta_keys": _TEST_META_KEYS + ("flip", "flip_direction")}])
+    cfg_out["tta_pipeline"] = [copy.deepcopy(load), {"type": "TestTimeAug", "transforms": steps}]
+
+
+# ----------------------------------------------------------------------------- datasets
+def _dataset(ds: dict[str, Any], report: Report, state: _State, *, test: bool, where: str,
+             annotations: dict[str, Any] | None) -> dict[str, Any]:
+    ds = dict(ds)
+    kind = ds.get("type")
+    ds.pop("samples_per_gpu", None)
+    ds.pop("workers_per_gpu", None)
+    if kind in _WRAPPERS:
+        if "dataset" in ds:
+            ds["dataset"] = _dataset(ds["dataset"], report, state, test=test, where=where, annotations=annotations)
+        if "datasets" in ds:
+            ds["datasets"] = [_dataset(d, report, state, test=test, where=where, annotations=annotations)
+                              for d in ds["datasets"]]
+        if "pipeline" in ds:
+            ds["pipeline"] = convert_pipeline(ds["pipeline"], report, state, test=test, where=where,
+                                              annotations=annotations)
+        if kind == "ConcatDataset":
+            ds.pop("separate_eval", None)
+        return ds
+    if isinstance(ds.get("ann_file"), (list, tuple)):
+        # 2.x concatenated a list of annotation files implicitly.
+        prefixes = ds.pop("img_prefix", None)
+        parts = []
+        for i, ann in enumerate(ds.pop("ann_file")):
+            part = dict(ds, ann_file=ann)
+            if prefixes is not None:
+                part["img_prefix"] = prefixes[i] if isinstance(prefixes, (list, tuple)) else prefixes
+            parts.append(_dataset(part, report, state, test=test, where=where, annotations=annotations))
+        report.moved(f"{where}.ann_file (list)", "ConcatDataset")
+        return {"type": "ConcatDataset", "ignore_keys": ["dataset_type"], "datasets": parts}
+    prefix: dict[str, Any] = {}
+    if "img_prefix" in ds:
+        img_prefix = ds.pop("img_prefix")
+        if kind in ("VOCDataset", "XMLDataset", "WIDERFaceDataset"):
+            prefix["sub_data_root"] = img_prefix
+        else:
+            prefix["img"] = img_prefix
+        report.moved(f"{where}.img_prefix", f"{where}.data_prefix")
+    if "seg_prefix" in ds:
+        prefix["seg"] = ds.pop("seg_prefix")
+        report.moved(f"{where}.seg_prefix", f"{where}.data_prefix.seg")
+    if prefix:
+        ds["data_prefix"] = prefix
+    if "classes" in ds:
+        ds["metainfo"] = {"classes": tuple(ds.pop("classes"))}
+        report.moved(f"{where}.classes", f"{where}.metainfo.classes")
+    filter_empty = ds.pop("filter_empty_gt", True)
+    if test:
+        ds["test_mode"] = True
+    else:
+        # 2.x dropped images smaller than 32 px and (by default) without boxes when training.
+        ds["filter_cfg"] = {"filter_empty_gt": filter_empty, "min_size": 32}
+        if kind in ("VOCDataset", "XMLDataset"):
+            ds["filter_cfg"]["bbox_min_size"] = 32
+        if kind == "ConcatDataset":
+            ds.pop("filter_cfg")
+    _backend(ds)
+    if "pipeline" in ds:
+        ds["pipeline"] = convert_pipeline(ds["pipeline"], report, state, test=test, where=where,
+                                          annotations=annotations)
+    return ds
+
+
+def _innermost(ds: dict[str, Any]) -> dict[str, Any]:
+    while ds.get("type") in _WRAPPERS:
+        ds = ds["dataset"] if "dataset" in ds else ds["datasets"][0]
+    return ds
+
+
+def _annotations_of(pipeline: list[dict[str, Any]]) -> dict[str, Any] | None:
+    for t in pipeline:
+        if t.get("type") in ("LoadAnnotations", "LoadPanopticAnnotations"):
+            return {k: v for k, v in t.items() if k not in ("file_client_args",)}
+    return None
+
+
+def _train_pipeline_of(ds: dict[str, Any]) -> list[dict[str, Any]]:
+    while True:
+        if ds.get("pipeline") and any(t.get("type") in ("LoadAnnotations", "LoadPanopticAnnotations")
+                                      for t in ds["pipeline"]):
+            return ds["pipeline"]
+        if ds.get("type") in _WRAPPERS:
+            ds = ds["dataset"] if "dataset" in ds else ds["datasets"][0]
+            continue
+        return ds.get("pipeline", [])
+
+
+def convert_data(src: dict[str, Any], out: dict[str, Any], report: Report, loop: _engine.Loop) -> _State:
+    state = _State()
+    data = src.pop("data", None)
+    evaluation = src.pop("evaluation", None)
+    if data is None:
+        if evaluation is not None:
+            raise ConfigConversionError("evaluation", evaluation, "evaluation needs the 2.x `data` section "
+                                        "(its dataset type picks the 3.x metric); set val_evaluator instead.")
+        return state
+    data = dict(data)
+    if "imgs_per_gpu" in data:  # 2.0's name, which 2.x still honoured (and preferred)
+        data["samples_per_gpu"] = data.pop("imgs_per_gpu")
+    batch = data.pop("samples_per_gpu", 2)
+    workers = data.pop("workers_per_gpu", 2)
+    report.moved("data.samples_per_gpu", "train_dataloader.batch_size")
+    report.moved("data.workers_per_gpu", "*_dataloader.num_workers")
+    overrides = {name: dict(data.pop(f"{name}_dataloader", {}) or {}) for name in ("train", "val", "test")}
+    persistent = data.pop("persistent_workers", None)
+    annotations = None
+    if "train" in data:
+        annotations = _annotations_of(_train_pipeline_of(data["train"]))
+        if annotations is not None:
+            # Only what evaluation reads: the test images' boxes / masks at their original size.
+            # (not with_seg: COCO-style evaluation never reads the semantic maps, which test sets often lack)
+            annotations = {k: v for k, v in annotations.items() if k in ("type", "with_bbox", "with_mask")}
+    test_annotations = annotations
+    for name in ("train", "val", "test"):
+        if name not in data:
+            continue
+        raw = data.pop(name)
+        test = name != "train"
+        ann_file = str(_innermost(raw).get("ann_file", ""))
+        anns = test_annotations if test and "image_info" not in ann_file and "test-dev" not in ann_file else None
+        if test and anns is not None and anns.get("type") == "LoadPanopticAnnotations":
+            anns = dict(anns)
+        dataset = _dataset(raw, report, state, test=test, where=f"data.{name}", annotations=anns)
+        over = overrides[name]
+        size = over.pop("samples_per_gpu", raw.get("samples_per_gpu", batch if name == "train" else 1))
+        nwork = over.pop("workers_per_gpu", raw.get("workers_per_gpu", workers))
+        extra: dict[str, Any] = {}
+        if name == "train":
+            # 2.x always grouped training images by aspect ratio (GroupSampler).
+            extra["batch_sampler"] = {"type": "AspectRatioBatchSampler"}
+        loader = _engine.dataloader(size, nwork, not test, dataset, **extra)
+        if persistent is not None:
+            loader["persistent_workers"] = bool(persistent) and nwork > 0
+        for key in over:
+            if key in ("shuffle",):
+                loader["sampler"]["shuffle"] = over[key]
+            elif key in ("persistent_workers", "pin_memory", "drop_last"):
+                loader[key] = over[key]
+            else:
+                report.drop(f"data.{name}_dataloader.{key}", "no 3.x dataloader equivalent")
+        out[f"{name}_dataloader"] = loader
+        report.moved(f"data.{name}", f"{name}_dataloader.dataset")
+        if test and state.tta is not None and name == "test":
+            load = next((t for t in dataset.get("pipeline", []) if t.get("type") == "LoadImageFromFile"),
+                        {"type": "LoadImageFromFile"})
+            _tta(out, state.tta, load, anns)
+    for key in data:
+        report.drop(f"data.{key}", "no 3.x dataloader equivalent")
+    if "val_dataloader" in out and "test_dataloader" not in out:
+        out["test_dataloader"] = copy.deepcopy(out["val_dataloader"])
+    _evaluators(evaluation, out, report, loop)
+    return state
+
+
+def _evaluators(evaluation: dict[str, Any] | None, out: dict[str, Any], report: Report, loop: _engine.Loop) -> None:
+    evaluation = dict(evaluation or {})
+    interval = evaluation.pop("interval", 1)
+    if "train_cfg" in out:
+        out["train_cfg"]["val_interval"] = interval
+        if "start" in evaluation and evaluation["start"] is not None:
+            out["train_cfg"]["val_begin"] = evaluation.pop("start")
+        if "dynamic_intervals" in evaluation:
+            out["train_cfg"]["dynamic_intervals"] = evaluation.pop("dynamic_intervals")
+    evaluation.pop("start", None)
+    if evaluation.get("by_epoch") is not None:
+        evaluation.pop("by_epoch")
+    save_best = evaluation.pop("save_best", None)
+    rule = evaluation.pop("rule", None)
+    if save_best is not None and "default_hooks" in out:
+        out["default_hooks"]["checkpoint"]["save_best"] = save_best
+        out["default_hooks"]["checkpoint"]["rule"] = rule or "greater"
+        report.moved("evaluation.save_best", "default_hooks.checkpoint.save_best")
+    for name in ("val", "test"):
+        loader = out.get(f"{name}_dataloader")
+        if loader is None:
+            continue
+        ds = _innermost(loader["dataset"])
+        kind = ds.get("type")
+        metric_type = _METRICS.get(kind)
+        if metric_type is None:
+            raise ConfigConversionError(f"data.{name}.type", kind, "the 2.x `evaluation` of a dataset "
+                                        "mmfix does not know cannot pick a 3.x metric; set val_evaluator / "
+                                        f"test_evaluator yourself. Known datasets: {', '.join(sorted(_METRICS))}.")
+        metric = evaluation.get("metric", "bbox" if metric_type == "CocoMetric" else "mAP")
+        target: dict[str, Any] = {"type": metric_type}
+        if metric_type in ("CocoMetric", "LVISMetric"):
+            ann = ds.get("ann_file")
+            root = ds.get("data_root")
+            target["ann_file"] = (root.rstrip("/") + "/" + ann) if root and ann and not ann.startswith("/") else ann
+            target["metric"] = metric
+            for key in ("classwise", "proposal_nums", "iou_thrs", "metric_items"):
+                if key in evaluation:
+                    target[key] = evaluation[key]
+            target["format_only"] = False
+        elif metric_type == "VOCMetric":
+            target["metric"] = metric
+            target["eval_mode"] = "11points" if "2007" in str(ds.get("ann_file", "")) else "area"
+            if "iou_thr" in evaluation:
+                target["iou_thrs"] = evaluation["iou_thr"]
+        elif metric_type == "CocoPanopticMetric":
+            target["ann_file"] = ds.get("ann_file")
+            target["seg_prefix"] = ds.get("data_prefix", {}).get("seg")
+        out[f"{name}_evaluator"] = target
+    if evaluation:
+        report.moved("evaluation", "val_evaluator / test_evaluator" + (" and train_cfg.val_interval"
+                                                                        if "train_cfg" in out else ""))
+    for key in evaluation:
+        if key not in ("metric", "classwise", "proposal_nums", "iou_thrs", "metric_items", "iou_thr"):
+            report.drop(f"evaluation.{key}", "no 3.x evaluator equivalent")
+
+
+# ----------------------------------------------------------------------------- model
+def _pretrained(model: dict[str, Any], report: Report) -> None:
+    pretrained = model.pop("pretrained", None)
+    if pretrained is None:
+        return
+    backbone = model.get("backbone")
+    if isinstance(backbone, dict) and "init_cfg" not in backbone:
+        backbone["init_cfg"] = {"type": "Pretrained", "checkpoint": pretrained}
+        report.moved("model.pretrained", "model.backbone.init_cfg")
+
+
+def _match_costs(node: Any, box_format: str | None) -> None:
+    """HungarianAssigner(cls_cost, reg_cost, iou_cost, ...) -> HungarianAssigner(match_costs=[...])."""
+    if isinstance(node, dict):
+        if node.get("type") in ("HungarianAssigner", "MaskHungarianAssigner") and "match_costs" not in node:
+            costs = []
+            for key in ("cls_cost", "reg_cost", "iou_cost", "mask_cost", "dice_cost"):
+                cost = node.pop(key, None)
+                if cost is None:
+                    continue
+                cost = dict(cost)
+                if cost.get("type") == "BBoxL1Cost" and box_format:
+                    cost.setdefault("box_format", box_format)
+                costs.append(cost)
+            node["type"] = "HungarianAssigner"
+            node["match_costs"] = costs
+        for key, value in node.items():
+            _match_costs(value, "xyxy" if key == "rcnn" else box_format)
+    elif isinstance(node, list):
+        for value in node:
+            _match_costs(value, box_format)
+
+
+def _renamed_arguments(model: dict[str, Any], report: Report) -> None:
+    """Heads and necks whose 3.x constructors renamed or restructured 2.x arguments."""
+    neck = model.get("neck")
+    if isinstance(neck, dict):
+        if neck.get("type") == "CTResNetNeck" and "in_channel" in neck:
+            neck["in_channels"] = neck.pop("in_channel")
+            report.moved("model.neck.in_channel", "model.neck.in_channels")
+        if neck.get("type") == "NASFPN" and "add_extra_convs" in neck:
+            neck.pop("add_extra_convs")  # NAS-FPN always built its extra levels itself
+            report.drop("model.neck.add_extra_convs", "NASFPN builds its extra levels itself in 3.x too")
+    head = model.get("bbox_head")
+    if isinstance(head, dict) and head.get("type") == "CenterNetHead":
+        for old, new in (("in_channel", "in_channels"), ("feat_channel", "feat_channels")):
+            if old in head:
+                head[new] = head.pop(old)
+                report.moved(f"model.bbox_head.{old}", f"model.bbox_head.{new}")
+    if model.get("type") == "YOLACT" and isinstance(model.get("segm_head"), dict):
+        segm = model.pop("segm_head")
+        mask = model.setdefault("mask_head", {})
+        mask["with_seg_branch"] = True
+        if "loss_segm" in segm:
+            mask["loss_segm"] = segm["loss_segm"]
+        report.moved("model.segm_head", "model.mask_head (with_seg_branch, loss_segm)")
+    rpn = model.get("rpn_head")
+    if isinstance(rpn, dict) and rpn.get("type") == "CascadeRPNHead":
+        for stage in rpn.get("stages", []):
+            if stage.pop("sampling", None) is not None:
+                report.drop("model.rpn_head.stages[].sampling", "3.x heads sample as train_cfg.sampler says")
+    teacher = model.get("teacher_config")
+    if isinstance(teacher, str):
+        report.note(f"model.teacher_config={teacher!r} names a 2.x config file; 3.x renamed the official files, "
+                    "so point it at the teacher's 3.x config (or convert it with mmfix convert-config)")
+
+
+def convert_model(src: dict[str, Any], out: dict[str, Any], report: Report, state: _State) -> None:
+    model = src.pop("model", None)
+    if model is None:
+        return
+    model = dict(model)
+    # 1.x-era configs kept train_cfg/test_cfg at the top level; 2.x moved them into the model.
+    for key in ("train_cfg", "test_cfg"):
+        if key in src and isinstance(src[key], dict) and "type" not in src[key]:
+            model.setdefault(key, src.pop(key))
+            report.moved(key, f"model.{key}")
+    _pretrained(model, report)
+    _renamed_arguments(model, report)
+    if "data_preprocessor" not in model:
+        pre: dict[str, Any] = {"type": "DetDataPreprocessor"}
+        norm = state.normalize
+        if norm is not None:
+            pre.update(norm)
+        else:
+            report.note("no Normalize in the 2.x pipeline: the data preprocessor does not normalise either")
+        if state.pad_divisor is not None:
+            pre["pad_size_divisor"] = state.pad_divisor
+        if state.pad_mask:
+            pre["pad_mask"] = True
+        if state.pad_seg:
+            pre["pad_seg"] = True
+        if state.batch_pad is not None:
+            pre["batch_augments"] = [{"type": "BatchFixedSizePad", "size": state.batch_pad}]
+        if "input_size" in model and "random_size_range" in model:
+            # 2.x YOLOX resized batches inside the detector.
+            lo, hi = model.pop("random_size_range")
+            interval = model.pop("random_size_interval", 10)
+            model.pop("input_size")
+            pre["batch_augments"] = [{"type": "BatchSyncRandomResize", "random_size_range": (lo * 32, hi * 32),
+                                      "size_divisor": 32, "interval": interval}]
+            report.moved("model.random_size_range", "model.data_preprocessor.batch_augments")
+        model = {"type": model.pop("type"), "data_preprocessor": pre, **model}
+        report.moved("pipeline Normalize/Pad", "model.data_preprocessor")
+    train_cfg = model.get("train_cfg")
+    head = (model.get("bbox_head") or {}).get("type") if isinstance(model.get("bbox_head"), dict) else None
+    if isinstance(train_cfg, dict) and "assigner" in train_cfg and "sampler" not in train_cfg \
+            and head in _PSEUDO_SAMPLER_HEADS:
+        # 2.x one-stage heads sampled with PseudoSampler implicitly; 3.x spells it out.
+        train_cfg["sampler"] = {"type": "PseudoSampler"}
+    _match_costs(model.get("train_cfg"), "xywh")
+    if state.seg_scale_factor is not None:
+        head = model.get("roi_head", {}).get("semantic_head")
+        if isinstance(head, dict):
+            head["seg_scale_factor"] = state.seg_scale_factor
+    out["model"] = model
+
+
+# ----------------------------------------------------------------------------- hooks
+CUSTOM_HOOKS: dict[str, Any] = {
+    "NumClassCheckHook": False,  # 3.x checks class numbers when it builds the dataset metainfo
+    "ExpMomentumEMAHook": _engine.ema_hook,
+    "LinearMomentumEMAHook": _engine.ema_hook,
+    "MMDetWandbHook": False,
+}

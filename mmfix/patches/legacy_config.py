@@ -1,0 +1,165 @@
+"""MMDetection 2.x config files load as their 3.x equivalent; 2.x keys in 3.x configs are applied.
+
+``Config.fromfile`` of a 2.x config returns the converted config (the merged 2.x
+dict is converted, so ``_base_`` files, ``{{_base_.x}}`` and ``_delete_`` have
+already done their work). ``merge_from_dict`` -- what ``--cfg-options`` calls --
+merges 2.x keys into the 2.x config and converts again, so
+``data.samples_per_gpu=1`` means what it meant in 2.x. A 3.x config costs a few
+key lookups.
+"""
+from __future__ import annotations
+
+import copy
+import sys
+from typing import Any, Callable
+
+from .. import _log, _wrapping
+from ..configs._files import own_keys as _own_keys
+
+NAME = "legacy_config"
+_swaps: list[_wrapping.Swap] = []
+_original_merge: Callable[..., Any] | None = None
+_STATE = "_mmfix_legacy_config"  # attribute on a converted Config: what a re-conversion needs
+
+
+class _Legacy:
+    __slots__ = ("source", "converted", "filename")
+
+    def __init__(self, source: dict[str, Any], converted: dict[str, Any], filename: str) -> None:
+        self.source = source  # the merged 2.x dict
+        self.converted = converted  # what convert() returned for it, to see later edits
+        self.filename = filename
+
+
+def apply() -> str | None:
+    from mmengine.config import Config
+
+    global _original_merge
+    _original_merge = Config.merge_from_dict
+    _swaps.append(_wrapping.wrap(Config, "fromfile", _fromfile))
+    _swaps.append(_wrapping.wrap(Config, "merge_from_dict", _merge_from_dict))
+    return None
+
+
+def remove() -> None:
+    while _swaps:
+        _swaps.pop().undo()
+
+
+def _fail(exc: BaseException) -> None:
+    # A SystemExit carrying a message: printed here because the interpreter prints
+    # nothing for SystemExit(2), and the tools call fromfile outside any handler of ours.
+    sys.stderr.write(f"{exc}\n")
+    sys.stderr.flush()
+
+
+def _fromfile(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
+    from ..configs import classify
+
+    # custom_imports are imported after conversion: a 2.x `mmcls.models` must become mmpretrain first.
+    want_imports = kwargs.pop("import_custom_modules", args[2] if len(args) > 2 else True)
+    if len(args) > 2:
+        args = args[:2] + (False,) + args[3:]
+    else:
+        kwargs["import_custom_modules"] = False
+    cfg = wrapped(*args, **kwargs)
+    filename = str(args[0] if args else kwargs.get("filename"))
+    kind = classify(cfg._cfg_dict)
+    try:
+        if kind == "2.x":
+            cfg = _convert_2x(cfg, filename)
+        elif kind == "mixed":
+            cfg = _apply_mixed(cfg, filename, _own_keys(filename), "the file")
+    except SystemExit:
+        raise  # ConfigConversionError: already explained
+    except Exception as exc:  # a bug of ours must not stop a config from loading
+        _log.error(f"could not convert {filename} ({type(exc).__name__}: {exc}); it is loaded unchanged. "
+                   "Please report this with the config.", key=f"convert-bug:{filename}")
+    if want_imports and cfg.get("custom_imports"):
+        from mmengine.utils import import_modules_from_strings
+
+        import_modules_from_strings(**cfg["custom_imports"])
+    return cfg
+
+
+def _convert_2x(cfg: Any, filename: str) -> Any:
+    from mmengine.config import Config
+
+    from ..configs import ConfigConversionError, convert
+
+    source = cfg.to_dict()
+    try:
+        converted, report = convert(source)
+    except ConfigConversionError as exc:
+        _fail(exc)
+        raise
+    new = Config(copy.deepcopy(converted), cfg_text=cfg.text, filename=filename,
+                 env_variables=getattr(cfg, "env_variables", None))
+    object.__setattr__(new, _STATE, _Legacy(source, new.to_dict(), filename))
+    _log.info(f"{filename} is an MMDetection 2.x config: converted to 3.x in memory ({report.summary()}). "
+              f"`mmfix convert-config {filename} -o NEW.py` writes the result out; add --diff to see each key.",
+              key=f"legacy-config:{filename}")
+    return new
+
+
+def _apply_mixed(cfg: Any, filename: str, own: set[str], where: str) -> Any:
+    from ..configs import ConfigConversionError, apply_legacy_keys
+
+    try:
+        out, report = apply_legacy_keys(cfg.to_dict(), own)
+    except ConfigConversionError as exc:
+        _fail(exc)
+        raise
+    from mmengine.config import ConfigDict
+
+    object.__setattr__(cfg, "_cfg_dict", ConfigDict(out))
+    moved = "; ".join(f"{old} -> {new}" for old, new in report.converted)
+    dropped = "; ".join(f"{key} dropped ({why})" for key, why in report.dropped)
+    _log.warning(f"{filename}: 2.x keys in a 3.x config (ignored by 3.x itself), applied from {where}: "
+                 f"{moved}{'; ' + dropped if dropped else ''}", key=f"mixed-config:{filename}:{moved}")
+    return cfg
+
+
+def _merge_from_dict(wrapped: Callable[..., Any], cfg: Any, args: tuple, kwargs: dict) -> Any:
+    from ..configs import LEGACY_KEYS, ConfigConversionError, convert
+
+    options = args[0] if args else kwargs.get("options", {})
+    state: _Legacy | None = cfg.__dict__.get(_STATE)
+    if state is None:
+        result = wrapped(*args, **kwargs)
+        tops = {str(k).split(".")[0] for k in options}
+        if tops & LEGACY_KEYS:
+            _apply_mixed(cfg, cfg.filename or "config", {str(k) for k in options}, "--cfg-options")
+        return result
+    from mmengine.config import Config, ConfigDict
+
+    # 2.x keys (and every key the 2.x file has) go into the 2.x config, which is converted again.
+    before = {k: v for k, v in options.items() if str(k).split(".")[0] in state.source
+              or str(k).split(".")[0] in LEGACY_KEYS}
+    after = {k: v for k, v in options.items() if k not in before}
+    if before:
+        source = Config(copy.deepcopy(state.source))
+        assert _original_merge is not None
+        _original_merge(source, before, *args[1:], **{k: v for k, v in kwargs.items() if k != "options"})
+        try:
+            converted, report = convert(source.to_dict())
+        except ConfigConversionError as exc:
+            _fail(exc)
+            raise
+        current = cfg.to_dict()
+        merged = copy.deepcopy(converted)
+        # Keep what the program set on the converted config since (train.py sets launcher, work_dir...).
+        for key, value in current.items():
+            if key not in state.converted or state.converted[key] != value:
+                merged[key] = value
+        object.__setattr__(cfg, "_cfg_dict", ConfigDict(merged))
+        object.__setattr__(cfg, _STATE, _Legacy(source.to_dict(), Config(converted).to_dict(), state.filename))
+        _log.info(f"2.x options {', '.join(before)} merged into the 2.x config before conversion "
+                  f"({report.summary()})", key=f"legacy-options:{sorted(before)}")
+    if after or not before:
+        if args:
+            args = (after,) + tuple(args[1:])
+        else:
+            kwargs["options"] = after
+        return wrapped(*args, **kwargs)
+    return None
