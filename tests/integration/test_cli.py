@@ -98,7 +98,8 @@ def test_mmfix_run_version_and_its_help_flag_after_a_command_belongs_to_the_comm
 def test_every_subcommand_help_describes_it_and_its_options() -> None:
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
-    assert set(sub.choices) == {"status", "hook", "run", "startup-file", "translate", "doctor", "inspect"}
+    assert set(sub.choices) == {"status", "hook", "run", "startup-file", "translate", "doctor", "inspect",
+                                "convert-config"}
     for name, subparser in sub.choices.items():
         assert subparser.description and len(subparser.description) > 30, name
         for action in subparser._actions:

@@ -69,7 +69,8 @@ def test_every_file_is_refused_cleanly_by_every_loader_with_no_side_effect(corpu
         assert marker is None or not marker.exists(), f"{name}: the payload ran"
         for loader, result in row["results"].items():
             if kind == "cyclic":  # legal, if odd: a list holding a tuple that holds the list and an array
-                assert result[0] == "loaded" or (result[0] == "verdict" and result[2] is True), (name, result)
+                # Loaded (Runner.resume on a bare Runner then fails on its own attributes, after the load).
+                assert result[0] not in CLEAN and (result[0] != "verdict" or result[2] is True), (name, result)
                 continue
             if loader == "auto-resume check":
                 assert result[0] == "loaded", (name, result)  # a diagnosis: it returns, whatever it finds
