@@ -250,7 +250,8 @@ def _guard_history_buffer(real: type) -> type:
     *class-wide* registry, so one file could make every buffer of the running
     training report ``max`` as ``mean``. The guard accepts only entries identical
     to what the class already has, sets the instance's state, and then becomes
-    the real class (same layout), so nothing of it outlives the load.
+    the real class (same layout), so nothing of it outlives the load. The only class
+    state it touches is what constructing any buffer does: MMEngine's own defaults.
     """
 
     class HistoryBuffer(real):  # type: ignore[misc, valid-type]
@@ -291,6 +292,10 @@ def _guard_history_buffer(real: type) -> type:
                                                  "never writes there")
             self.__dict__.update(state)
             self.__class__ = real
+            # What constructing any buffer does (and MMEngine's own __setstate__): MMEngine's four
+            # default statistics, the same objects whatever the file says, so statistics('mean')
+            # works in a process whose buffers all came from a checkpoint.
+            self._set_default_statistics()
 
     HistoryBuffer.__module__ = real.__module__
     HistoryBuffer.__qualname__ = real.__qualname__

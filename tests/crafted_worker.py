@@ -142,6 +142,9 @@ def in_fork(path: str, loader: str) -> dict:
 
 
 def main() -> None:
+    # A training process has built buffers (MMEngine's default statistics are registered) before
+    # it loads anything; the registry must stay exactly that.
+    HistoryBuffer()
     # Warm up lazy imports (their code runs once, as any import's does) before anything is watched.
     with tempfile.TemporaryDirectory() as tmp:
         warm = os.path.join(tmp, "warm.pth")
