@@ -26,7 +26,7 @@ events = json.loads(sys.argv[1])
 # (mmengine.model, for cpu_distributed) is not imported yet.
 FIRST = ("argparse", "torch", "mmengine.dist")
 MODULES = FIRST + ("mmengine.logging", "mmengine.model", "mmengine.runner", "mmengine.hooks.checkpoint_hook",
-                   "mmengine.fileio.backends.local_backend")
+                   "mmengine.fileio.backends.local_backend", "mmengine.config")
 TARGETS = {
     "torch_load": [("torch", "load"), ("torch.serialization", "load")],
     "mmengine_checkpoint": [("mmengine.runner.checkpoint", "_load_checkpoint"),
@@ -45,6 +45,7 @@ TARGETS = {
     "atomic_save": [("mmengine.runner.checkpoint", "save_checkpoint"),
                     ("mmengine.fileio.backends.local_backend", "LocalBackend.put")],
     "resume_fallback": [("mmengine.runner.checkpoint", "find_latest_checkpoint")],
+    "legacy_config": [("mmengine.config.config", "Config.fromfile"), ("mmengine.config.config", "Config.merge_from_dict")],
 }
 
 
