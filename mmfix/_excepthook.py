@@ -36,6 +36,19 @@ def _interrupted(exc_type: type[BaseException]) -> bool:
     return issubclass(exc_type, KeyboardInterrupt) or exc_type.__name__ == "SignalException"
 
 
+def _caused_by_interrupt(exc: BaseException) -> bool:
+    # Libraries that catch everything re-raise Ctrl-C as their own error (MMEngine's
+    # pretty_text turns a KeyboardInterrupt inside yapf into a SyntaxError): follow the chain.
+    seen = 0
+    current: BaseException | None = exc
+    while current is not None and seen < 16:
+        if _interrupted(type(current)):
+            return True
+        current = current.__cause__ or current.__context__
+        seen += 1
+    return False
+
+
 def _rank_prefix() -> str:
     world = os.environ.get("WORLD_SIZE") or os.environ.get("SLURM_NTASKS") or "1"
     return f"[rank {process_rank()}] " if world.isdigit() and int(world) > 1 else ""
@@ -46,7 +59,7 @@ def _excepthook(exc_type: type[BaseException], exc: BaseException, tb: Traceback
     try:
         settings = _settings.current()
         ours = _ours(exc_type)
-        quiet_interrupt = _interrupted(exc_type) and settings.launched
+        quiet_interrupt = _caused_by_interrupt(exc) and settings.launched
         if settings.log_level == "DEBUG" or not (ours or quiet_interrupt):
             return previous(exc_type, exc, tb)
         if ours:
