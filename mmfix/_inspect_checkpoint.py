@@ -113,7 +113,7 @@ def _replay_file(source: Any, reading: _pickle_reader.Reading, record_sizes: dic
         if fh is not source:
             fh.close()
     for _ in range(3):  # magic number, protocol version, sys info
-        _pickle_reader.read(head, _pickle_reader.Reading(), limit=1 << 20)
+        _pickle_reader.read(head, _pickle_reader.Reading())
     _pickle_reader.read(head, reading)
     return facts
 

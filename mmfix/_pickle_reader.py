@@ -24,7 +24,7 @@ import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from typing import Any
 
 from . import _numpy_guard
 
@@ -102,43 +102,18 @@ class Reading:
     ops: int = 0
 
 
-class _Limited:
-    """At most ``limit`` bytes of ``raw``; reading past it is the pickle's fault."""
-
-    def __init__(self, raw: BinaryIO, limit: int) -> None:
-        self._raw, self._left = raw, limit
-
-    def read(self, n: int = -1) -> bytes:
-        if n < 0 or n > self._left:
-            n = self._left + 1
-        data = self._raw.read(n)
-        self._left -= len(data)
-        if self._left < 0:
-            raise PickleUnreadable(f"its pickle is larger than {MAX_BYTES >> 20} MiB, more than mmfix reads")
-        return data
-
-    def readline(self, size: int = -1) -> bytes:
-        out = bytearray()
-        while not out.endswith(b"\n"):
-            c = self.read(1)
-            if not c:
-                break
-            out += c
-        return bytes(out)
-
-
-def read(stream: BinaryIO, reading: Reading | None = None, limit: int = MAX_BYTES) -> Reading:
-    """Read one pickle from ``stream`` (left just after its STOP)."""
+def read(stream: io.BytesIO, reading: Reading | None = None) -> Reading:
+    """Read one pickle from ``stream`` (in memory, at most MAX_BYTES: callers read it in one
+    go), leaving it just after the pickle's STOP."""
     reading = reading or Reading()
     machine = _Machine(reading)
     deadline = time.monotonic() + MAX_SECONDS
-    source: Any = stream if isinstance(stream, io.BytesIO) else _Limited(stream, limit)
     # Hundreds of thousands of live tokens make every GC pass walk them all:
     # quadratic time. Tokens only form cycles if the pickle makes them; collect after.
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        for opcode, arg, _pos in pickletools.genops(source):
+        for opcode, arg, _pos in pickletools.genops(stream):
             reading.ops += 1
             if reading.ops > MAX_OPS:  # ops counts work: heavy opcodes add what they cost
                 raise PickleUnreadable(f"its pickle has more than {MAX_OPS:,} opcodes, more than mmfix reads")
