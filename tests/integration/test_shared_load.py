@@ -134,7 +134,7 @@ same = all(torch.equal(before[k], v) for k, v in ckpt.items())
 segments = {line.split()[4] for line in maps.splitlines() if "memfd:mmfix-checkpoint" in line}
 result = {"rank": dist.get_rank(), "shared": "memfd:mmfix-checkpoint" in maps, "segments": sorted(segments),
           "file_mapped": os.path.realpath(path) in maps, "same": same,
-          "sum": float(sum(v.sum() for v in ckpt.values()))}
+          "sum": float(sum(v.double().sum() for v in ckpt.values()))}
 with open(os.path.join(sys.argv[3], f"result{dist.get_rank()}.json"), "w") as fh:
     json.dump(result, fh)
 dist.destroy_process_group()
@@ -155,7 +155,7 @@ def workers(tmp_path: Path, path: Path, kind: str, nproc: int = 3, **env: str) -
 def save(path: Path, legacy: bool = False) -> float:
     tensors = {f"w{i}": torch.randn(50_000) for i in range(4)}
     torch.save(tensors, path, _use_new_zipfile_serialization=not legacy)
-    return float(sum(v.sum() for v in tensors.values()))
+    return float(sum(v.double().sum() for v in tensors.values()))
 
 
 def test_plain_torch_load_in_workers_shares_and_survives_the_file_changing(tmp_path: Path) -> None:
@@ -163,19 +163,19 @@ def test_plain_torch_load_in_workers_shares_and_survives_the_file_changing(tmp_p
     results, log = workers(tmp_path, tmp_path / "w.pth", "zip")
     assert all(r["shared"] and not r["file_mapped"] and r["same"] for r in results), results
     assert len({tuple(r["segments"]) for r in results}) == 1 and len(results[0]["segments"]) == 1  # one copy
-    assert all(r["sum"] == pytest.approx(total) for r in results)
+    assert all(r["sum"] == pytest.approx(total, abs=1e-6) for r in results)
     assert log.count("from one sealed in-memory copy") == 1  # said once, by rank 0
     total = save(tmp_path / "w.pth")
     results, log = workers(tmp_path, tmp_path / "w.pth", "mmengine", nproc=2)
     assert all(r["shared"] and not r["file_mapped"] and r["same"] for r in results), results
-    assert all(r["sum"] == pytest.approx(total) for r in results)
+    assert all(r["sum"] == pytest.approx(total, abs=1e-6) for r in results)
 
 
 def test_legacy_format_falls_back_to_plain_reads(tmp_path: Path) -> None:
     total = save(tmp_path / "legacy.pth", legacy=True)
     results, log = workers(tmp_path, tmp_path / "legacy.pth", "legacy")
     assert all(not r["shared"] and not r["file_mapped"] and r["same"] for r in results), results
-    assert all(r["sum"] == pytest.approx(total) for r in results)
+    assert all(r["sum"] == pytest.approx(total, abs=1e-6) for r in results)
     assert "legacy (pre-1.6, non-zip) format, which cannot be mapped: each rank reads its own copy" in log
 
 
@@ -183,12 +183,12 @@ def test_unmappable_filesystem_and_buffers_fall_back_to_plain_reads(tmp_path: Pa
     total = save(tmp_path / "w.pth")
     for kind in ("unmappable", "buffer"):
         results, log = workers(tmp_path, tmp_path / "w.pth", kind, nproc=2)
-        assert all(not r["shared"] and not r["file_mapped"] and r["sum"] == pytest.approx(total)
+        assert all(not r["shared"] and not r["file_mapped"] and r["sum"] == pytest.approx(total, abs=1e-6)
                    for r in results), (kind, results)
         assert ("cannot be mapped here" in log and "mmfix reads it the plain way" in log) == (kind == "unmappable")
     # the explicit switch (map the file itself) falls back the same way there
     results, log = workers(tmp_path, tmp_path / "w.pth", "unmappable", nproc=2, MMFIX_MMAP="1")
-    assert all(not r["file_mapped"] and r["sum"] == pytest.approx(total) for r in results)
+    assert all(not r["file_mapped"] and r["sum"] == pytest.approx(total, abs=1e-6) for r in results)
 
 
 def test_switches_single_process_and_other_map_locations_are_left_alone(tmp_path: Path) -> None:
@@ -204,13 +204,13 @@ path = {str(path)!r}
 a = torch.load(path)
 b = torch.load(path, map_location="meta")
 print(json.dumps({{"shared": "memfd:" in open("/proc/self/maps").read(), "meta": b["w0"].device.type,
-                   "sum": float(sum(v.sum() for v in a.values()))}}))
+                   "sum": float(sum(v.double().sum() for v in a.values()))}}))
 """
     single = json.loads(run_python(code).stdout.strip().splitlines()[-1])  # not a distributed worker
-    assert single == {"shared": False, "meta": "meta", "sum": pytest.approx(total)}
+    assert single == {"shared": False, "meta": "meta", "sum": pytest.approx(total, abs=1e-6)}
     worker_env = clean_env(LOCAL_RANK="0", RANK="0", LOCAL_WORLD_SIZE="2", WORLD_SIZE="2", MMFIX_SHARED_LOAD_WAIT="1")
     in_worker = json.loads(run_python(code, env=worker_env).stdout.strip().splitlines()[-1])
-    assert in_worker == {"shared": True, "meta": "meta", "sum": pytest.approx(total)}
+    assert in_worker == {"shared": True, "meta": "meta", "sum": pytest.approx(total, abs=1e-6)}
 
 
 def test_a_killed_rank_leaves_no_shared_memory_or_socket_behind(tmp_path: Path) -> None:
@@ -269,13 +269,13 @@ def test_a_reader_that_never_answers_or_hands_an_unsealed_copy_is_not_trusted(tm
 import json, mmfix, torch
 ckpt = torch.load({str(path)!r})
 print(json.dumps({{"shared": "memfd:" in open("/proc/self/maps").read(),
-                   "sum": float(sum(v.sum() for v in ckpt.values()))}}))
+                   "sum": float(sum(v.double().sum() for v in ckpt.values()))}}))
 """
         proc = run_python(code, env={**worker_env, "RANK": "0"})  # rank 0: its notices are shown
     finally:
         impostor.kill()
         impostor.wait()
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out == {"shared": False, "sum": pytest.approx(total)}  # read its own copy, plainly
+    assert out == {"shared": False, "sum": pytest.approx(total, abs=1e-6)}  # read its own copy, plainly
     if behaviour == "silent":
         assert "did not answer within MMFIX_SHARED_LOAD_WAIT; this rank reads its own copy" in proc.stderr
