@@ -77,7 +77,7 @@ def trust_globals(*names: Any) -> None:
 
     Only call this for files you trust: unpickling a global runs its code.
     """
-    from ._safe_globals import trust
+    from ._checkpoint.safe_globals import trust
 
     trust(names)
 

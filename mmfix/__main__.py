@@ -1,3 +1,3 @@
-from mmfix.cli import main
+from mmfix._cli import main
 
 raise SystemExit(main())

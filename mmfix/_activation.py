@@ -6,7 +6,6 @@ doors at once, patches once.
 """
 from __future__ import annotations
 
-import os
 import sys
 import _thread
 
@@ -20,13 +19,22 @@ if TYPE_CHECKING:  # pragma: no cover
 
 _lock = _thread.RLock()
 
+# A patch's state, as mmfix.status() reports it.
+OFF = "off"  # never activated
+PENDING = "pending"  # armed: waiting for its trigger module to be imported
+ACTIVE = "active"  # applied
+SKIPPED = "skipped"  # apply() declined, with a reason
+FAILED = "failed"  # apply() raised: rolled back, originals in place
+DISABLED = "disabled"  # switched off by MMFIX_DISABLE / MMFIX_DISABLED_PATCHES
+REMOVED = "removed"  # mmfix.disable() undid it
+
 
 class _PatchState:
     __slots__ = ("name", "state", "reason", "hook", "module", "inner_hooks")
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.state = "off"
+        self.state = OFF
         self.reason = "not activated"
         self.hook: Any = None
         self.module: Any = None
@@ -47,7 +55,7 @@ def note_front_door(door: str) -> None:
 
 
 def _make_hook(state: _PatchState) -> Any:
-    module_name = PATCHES[state.name][0]
+    module_name = PATCHES[state.name].module
 
     def hook(_target: ModuleType) -> None:
         with _lock:
@@ -64,7 +72,7 @@ def _make_hook(state: _PatchState) -> Any:
                 # An exception escaping here would make `import torch` fail.
                 # Roll back whatever the patch managed to swap, keep the originals.
                 _rollback(state)
-                state.state, state.reason = "failed", f"{type(exc).__name__}: {exc}"
+                state.state, state.reason = FAILED, f"{type(exc).__name__}: {exc}"
                 _log.error(
                     f"patch {state.name!r} could not be applied and was left off ({state.reason}); "
                     f"the original functions stay in place. Set MMFIX_DISABLED_PATCHES={state.name} "
@@ -73,10 +81,10 @@ def _make_hook(state: _PatchState) -> Any:
                 )
                 return
             if skip:
-                state.state, state.reason = "skipped", str(skip)
+                state.state, state.reason = SKIPPED, str(skip)
                 _log.debug(f"patch {state.name!r} skipped: {skip}")
             else:
-                state.state, state.reason = "active", "applied"
+                state.state, state.reason = ACTIVE, "applied"
                 _log.debug(f"patch {state.name!r} applied")
 
     return hook
@@ -107,8 +115,8 @@ def activate(door: str | None = None, only: Iterable[str] | None = None) -> None
             note_front_door(door)
         if settings.disabled:
             for state in _patches.values():
-                if state.state in ("off", "removed"):
-                    state.state, state.reason = "disabled", "MMFIX_DISABLE is set"
+                if state.state in (OFF, REMOVED):
+                    state.state, state.reason = DISABLED, "MMFIX_DISABLE is set"
             return
         _excepthook.install()
         selected = set(PATCHES) if only is None else set(only)
@@ -119,13 +127,13 @@ def activate(door: str | None = None, only: Iterable[str] | None = None) -> None
                 f"known patches are {', '.join(PATCHES)}"
             )
         for name, state in _patches.items():
-            if name not in selected or state.state in ("active", "pending", "skipped"):
+            if name not in selected or state.state in (ACTIVE, PENDING, SKIPPED):
                 continue
             if name in settings.disabled_patches:
-                state.state, state.reason = "disabled", "listed in MMFIX_DISABLED_PATCHES"
+                state.state, state.reason = DISABLED, "listed in MMFIX_DISABLED_PATCHES"
                 continue
-            target = PATCHES[name][1]
-            state.state, state.reason = "pending", f"waiting for `import {target}`"
+            target = PATCHES[name].trigger
+            state.state, state.reason = PENDING, f"waiting for `import {target}`"
             state.hook = _make_hook(state)
             _importhooks.when_imported(target, state.hook)
 
@@ -140,10 +148,10 @@ def deactivate(only: Iterable[str] | None = None) -> None:
                 _importhooks.cancel(state.hook)
                 state.hook = None
             _cancel_inner_hooks(state)
-            if state.state == "active":
+            if state.state == ACTIVE:
                 _rollback(state)
-            if state.state in ("active", "pending", "skipped", "failed", "disabled"):
-                state.state, state.reason = "removed", "mmfix.disable() was called"
+            if state.state in (ACTIVE, PENDING, SKIPPED, FAILED, DISABLED):
+                state.state, state.reason = REMOVED, "mmfix.disable() was called"
         if only is None:
             _excepthook.uninstall()
 
@@ -154,39 +162,20 @@ def activate_at_import() -> None:
     _implicit_import = True
     door = _settings.current().front_door or None
     activate(door)
-    launch_legacy_early()
+    run_start_steps()
 
 
-LAUNCH_FLAGS = ("--gpus", "--gpu-ids", "--gpu-id")
-
-
-def launch_legacy_early() -> None:
-    """A legacy ``--gpus N`` command starts torchrun now, before the script's heavy imports.
-
-    The check is a scan of sys.argv, so that every other interpreter start pays
-    nothing; the work (reading the script's parser from its source) happens only
-    for command lines that carry a 2.x launch flag.
-    """
-    argv = sys.argv
-    # torchrun inside an srun step is stopped in torchrun's own process (legacy_cli).
-    torchrun_in_srun = "SLURM_STEP_ID" in os.environ and any(
-        "torch.distributed." in a or a.endswith("torchrun") for a in getattr(sys, "orig_argv", argv)[:4])
-    if not torchrun_in_srun and (len(argv) < 2 or not any(a.split("=")[0] in LAUNCH_FLAGS for a in argv[1:])):
-        return
-    if _patches["legacy_cli"].state not in ("pending", "active"):
-        return
-    try:
-        # argparse first: its post-import hook imports the patch module, which must
-        # not be half-imported at that moment (its own imports may pull argparse in).
-        import argparse  # noqa: F401
-
-        from .patches import legacy_cli
-
-        if torchrun_in_srun:
-            legacy_cli.stop_torchrun_in_srun()
-        legacy_cli.launch_early()
-    except Exception as exc:  # the parse-time hook still translates; never break start-up
-        _log.debug(f"early legacy launch skipped: {exc!r}")
+def run_start_steps() -> None:
+    """Each armed patch's step at interpreter start (the registry's ``at_start``), after activation."""
+    for name, patch in PATCHES.items():
+        if patch.at_start is None or _patches[name].state not in (PENDING, ACTIVE):
+            continue
+        module_name, _, function = patch.at_start.partition(":")
+        try:
+            __import__(module_name)
+            getattr(sys.modules[module_name], function)()
+        except Exception as exc:  # a start step is an early convenience; never break start-up
+            _log.debug(f"start step of patch {name!r} skipped: {exc!r}")
 
 
 def snapshot() -> dict[str, Any]:
@@ -199,8 +188,8 @@ def snapshot() -> dict[str, Any]:
                 name: {
                     "state": state.state,
                     "reason": state.reason,
-                    "target": PATCHES[name][1],
-                    "description": PATCHES[name][2],
+                    "target": PATCHES[name].trigger,
+                    "description": PATCHES[name].summary,
                 }
                 for name, state in _patches.items()
             },

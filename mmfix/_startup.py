@@ -26,13 +26,13 @@ def _activate(door: str) -> None:
 def from_pth() -> None:
     """Called by the ``mmfix.pth`` line (which may run twice in a venv: harmless)."""
     _activate("pth")
-    _launch_early()
+    _start_steps()
 
 
 def from_start() -> None:
     """Entry point named in ``mmfix.start`` (PEP 829, Python >= 3.15)."""
     _activate("start")
-    _launch_early()
+    _start_steps()
 
 
 def from_interactive() -> None:
@@ -76,14 +76,14 @@ def activate_and_chain(sitecustomize_file: str, door: str = "sitecustomize") -> 
         sys.path[:] = saved_path
         if chained is None and ours is not None:
             sys.modules["sitecustomize"] = ours
-    _launch_early()
+    _start_steps()
     return chained
 
 
-def _launch_early() -> None:
+def _start_steps() -> None:
     try:
         from . import _activation
 
-        _activation.launch_legacy_early()
+        _activation.run_start_steps()
     except Exception as exc:  # pragma: no cover - guarded inside as well
         sys.stderr.write(f"mmfix: {exc!r}\n")

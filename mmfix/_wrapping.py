@@ -1,14 +1,27 @@
-"""Wrapper objects that behave like the functions they replace, and safe swap/restore.
+"""How every patch replaces a function: wrapt wrappers that behave like the function, and undo.
 
-wrapt's plain ``FunctionWrapper`` refuses pickling, ``copy`` and ``deepcopy``
-(``NotImplementedError``). A config that holds ``torch.load``, a spawn worker
-that receives it, or ``copy.deepcopy(cfg)`` in MMEngine would then fail only
-because mmfix is active. The subclasses here pickle by qualified name, exactly
-as a plain function does, and copy to themselves.
+The wrapper classes: wrapt's plain ``FunctionWrapper`` refuses pickling,
+``copy`` and ``deepcopy`` (``NotImplementedError``). A config that holds
+``torch.load``, a spawn worker that receives it, or ``copy.deepcopy(cfg)`` in
+MMEngine would then fail only because mmfix is active. The subclasses here
+pickle by qualified name, exactly as a plain function does, and copy to
+themselves.
+
+The swap set: a patch records each replacement (and each extra name it installs
+the same wrapper under, and any other undo step) in one ``SwapSet``, and its
+``remove()`` is ``undo_all()``. Undo restores an attribute only where it still
+holds our wrapper; anywhere else the wrapper is switched off through wrapt's
+``enabled`` hook and passes calls straight through, so a patch somebody put on
+top of ours keeps working.
+
+The argument helpers read or replace one argument of the wrapped call,
+wherever the caller put it (by position or by name).
 
 wrapt is imported inside these functions on purpose: see ``_importhooks``.
 """
 from __future__ import annotations
+
+import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
@@ -17,6 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover
     WrapperFn = Callable[[Callable[..., Any], Any, Tuple[Any, ...], Dict[str, Any]], Any]
 
 _types: tuple[type, type] | None = None
+_MISSING: Any = object()
 
 
 def _wrapper_types() -> tuple[type, type]:
@@ -25,15 +39,13 @@ def _wrapper_types() -> tuple[type, type]:
         return _types
     import wrapt
 
-    class MmfixBoundFunctionWrapper(wrapt.BoundFunctionWrapper):  # type: ignore[misc, name-defined]
-        def __reduce_ex__(self, protocol: int) -> Any:
+    class MmfixBoundFunctionWrapper(wrapt.BoundFunctionWrapper):  # type: ignore[misc]
+        def __reduce_ex__(self, protocol: Any) -> Any:
             instance = self._self_instance
             if instance is None:
                 # Accessed through the class: each access makes a new bound
                 # wrapper, so pickle it as getattr(Owner, name), which yields an
                 # equivalent one on load.
-                import sys
-
                 owner: Any = sys.modules[self.__module__]
                 for part in self.__qualname__.split(".")[:-1]:
                     owner = getattr(owner, part)
@@ -50,10 +62,10 @@ def _wrapper_types() -> tuple[type, type]:
         def __deepcopy__(self, memo: Any) -> Any:
             return self
 
-    class MmfixFunctionWrapper(wrapt.FunctionWrapper):  # type: ignore[misc, name-defined]
+    class MmfixFunctionWrapper(wrapt.FunctionWrapper):  # type: ignore[misc]
         __bound_function_wrapper__ = MmfixBoundFunctionWrapper
 
-        def __reduce_ex__(self, protocol: int) -> Any:
+        def __reduce_ex__(self, protocol: Any) -> Any:
             # A string means "the global of this name in obj.__module__":
             # pickle then resolves it again on load, like any function.
             return self.__qualname__
@@ -72,14 +84,22 @@ def _wrapper_types() -> tuple[type, type]:
 
 
 class Swap:
-    """One attribute replaced by a wrapper; knows how to undo itself safely."""
+    """One attribute that holds our wrapper; knows how to undo itself safely."""
 
-    def __init__(self, owner: Any, name: str, wrapper: Any, original: Any) -> None:
+    __slots__ = ("owner", "name", "wrapper", "original", "created", "active")
+
+    def __init__(self, owner: Any, name: str, wrapper: Any, original: Any, created: bool) -> None:
         self.owner = owner
         self.name = name
         self.wrapper = wrapper
         self.original = original
+        # The attribute was served from elsewhere (a base class) before we set it on
+        # the owner: undo deletes our slot instead of pinning the original there.
+        self.created = created
         self.active = True
+
+    def is_active(self) -> bool:
+        return self.active
 
     def undo(self) -> bool:
         """Put the original back if the attribute is still ours; else go inert.
@@ -89,11 +109,13 @@ class Swap:
         patch, so in that case the wrapper is only switched to pass-through.
         """
         self.active = False
-        current = _raw_attribute(self.owner, self.name)
-        if current is self.wrapper:
+        if _raw_attribute(self.owner, self.name) is not self.wrapper:
+            return False
+        if self.created:
+            delattr(self.owner, self.name)
+        else:
             setattr(self.owner, self.name, self.original)
-            return True
-        return False
+        return True
 
 
 def _raw_attribute(owner: Any, name: str) -> Any:
@@ -107,41 +129,106 @@ def _raw_attribute(owner: Any, name: str) -> Any:
     return getattr(owner, name, None)
 
 
-def wrap(owner: Any, name: str, wrapper_fn: WrapperFn, *, original: Any = None) -> Swap:
-    """Replace ``owner.name`` by a wrapt wrapper that calls ``wrapper_fn``.
+def _own_slot(owner: Any, name: str) -> bool:
+    try:
+        return name in vars(owner)
+    except TypeError:  # no __dict__: the attribute can only be the owner's own
+        return True
 
-    ``original`` lets several names share one wrapper object (``torch.load`` and
-    ``torch.serialization.load``): pass the object already wrapped.
-    """
+
+def wrap(target: Any, path: str, body: WrapperFn) -> Swap:
+    """Replace ``target.path`` (a dotted path; ``target`` a module, class or module name)
+    by an mmfix wrapper whose calls go through ``body(wrapped, instance, args, kwargs)``."""
+    import wrapt
+
     function_wrapper, _ = _wrapper_types()
-    target = _raw_attribute(owner, name) if original is None else original
-    if target is None:
-        raise AttributeError(f"{getattr(owner, '__name__', owner)!r} has no attribute {name!r}")
-    swap: Swap
+    parent, name, _original = wrapt.resolve_path(target, path)
+    created = not _own_slot(parent, name)
+    swaps: list[Swap] = []
 
-    def guarded(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if not swap.active:
-            return wrapped(*args, **kwargs)
-        return wrapper_fn(wrapped, instance, args, kwargs)
+    def factory(original: Any) -> Any:
+        wrapper = function_wrapper(original, body, enabled=lambda: swaps[0].active)
+        swaps.append(Swap(parent, name, wrapper, original, created))
+        return wrapper
 
-    wrapper = function_wrapper(target, guarded)
-    swap = Swap(owner, name, wrapper, target)
-    setattr(owner, name, wrapper)
-    return swap
+    wrapt.wrap_object(parent, name, factory)
+    return swaps[0]
 
 
-def also_install(swap: Swap, owner: Any, name: str) -> Swap | None:
+def install_alias(swap: Swap, owner: Any, name: str) -> Swap | None:
     """Install an existing wrapper under a second name (same object, own undo).
 
+    Modules keep their own references (``from .checkpoint import _load_checkpoint``).
     The second name may hold the original (bound before patching) or already our
     wrapper (``from module import name`` ran after patching); either way undo puts
     the original there. Anything else is someone else's object: left alone (None).
     """
     current = _raw_attribute(owner, name)
     if current is swap.wrapper:
-        return Swap(owner, name, swap.wrapper, swap.original)
+        return Swap(owner, name, swap.wrapper, swap.original, created=False)
     if current is not swap.original:
         return None
-    other = Swap(owner, name, swap.wrapper, current)
+    other = Swap(owner, name, swap.wrapper, current, created=not _own_slot(owner, name))
     setattr(owner, name, swap.wrapper)
     return other
+
+
+class SwapSet:
+    """Everything one patch changed, undone in reverse order by ``undo_all()``."""
+
+    def __init__(self) -> None:
+        self._undo: list[Callable[[], Any]] = []
+
+    def __bool__(self) -> bool:
+        """True while something is applied (hooks registered by apply() check this)."""
+        return bool(self._undo)
+
+    def wrap(self, target: Any, path: str, body: WrapperFn, *, aliases: tuple[tuple[Any, str], ...] = ()) -> Swap:
+        """Wrap ``target.path`` and install the same wrapper under each ``(owner, name)`` alias."""
+        swap = wrap(target, path, body)
+        self._undo.append(swap.undo)
+        for owner, name in aliases:
+            self.alias(swap, owner, name)
+        return swap
+
+    def alias(self, swap: Swap, owner: Any, name: str) -> None:
+        if (other := install_alias(swap, owner, name)) is not None:
+            self._undo.append(other.undo)
+
+    def on_undo(self, step: Callable[[], Any]) -> None:
+        """Any other change apply() made (a module global, an excepthook) and how to take it back."""
+        self._undo.append(step)
+
+    def undo_all(self) -> None:
+        while self._undo:
+            self._undo.pop()()
+
+
+# --- arguments of the wrapped call ------------------------------------------------------------
+
+
+def argument(args: tuple[Any, ...], kwargs: dict[str, Any], position: int, name: str, default: Any = None) -> Any:
+    """The argument a caller passed at ``position`` or as ``name=`` (``default`` if neither)."""
+    if len(args) > position:
+        return args[position]
+    return kwargs.get(name, default)
+
+
+def with_argument(args: tuple[Any, ...], kwargs: dict[str, Any], position: int, name: str,
+                  value: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """``args, kwargs`` with that argument set to ``value``, where the caller put it (by name if absent)."""
+    if len(args) > position:
+        return args[:position] + (value,) + args[position + 1 :], kwargs
+    return args, {**kwargs, name: value}
+
+
+def calling_module() -> str:
+    """The module that called the wrapped function: the first frame outside mmfix and wrapt
+    (so no patch depends on how deep its own call path is)."""
+    frame: Any = sys._getframe(1)
+    while frame is not None:
+        name = str(frame.f_globals.get("__name__", ""))
+        if not (name == "mmfix" or name.startswith(("mmfix.", "wrapt"))):
+            return name
+        frame = frame.f_back
+    return ""

@@ -62,7 +62,7 @@ def _auto_resume_check(path: str) -> None:
 def _inspect(path: str) -> None:
     if MODE == "stock":
         return
-    from mmfix._inspect_checkpoint import format_report, inspect_checkpoint
+    from mmfix._checkpoint.report import format_report, inspect_checkpoint
 
     report = inspect_checkpoint(path)
     text = format_report(report)

@@ -171,7 +171,7 @@ def main() -> None:
     import mmfix  # noqa: F401
     import torch
     from mmfix import CheckpointCorruptError, CheckpointRefusedError
-    from mmfix._inspect_checkpoint import inspect_checkpoint
+    from mmfix._checkpoint.report import inspect_checkpoint
 
     data = Path(source).read_bytes()
     donor = Path(donor_path).read_bytes()

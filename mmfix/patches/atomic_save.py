@@ -11,43 +11,38 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .. import _atomic, _wrapping
+from .. import _wrapping
+from .._checkpoint import atomic
 
-NAME = "atomic_save"
-_swaps: list[_wrapping.Swap] = []
-_hook_module: Any = None
+_swaps = _wrapping.SwapSet()
 
 
 def apply() -> str | None:
-    global _hook_module
     from mmengine.fileio.backends import local_backend
     from mmengine.hooks import checkpoint_hook
     from mmengine.runner import checkpoint, runner
 
     # save_checkpoint on a plain local path: torch.save straight into the temporary
     # file (stock serialises into memory first, then copies it out).
-    save = _wrapping.wrap(checkpoint, "save_checkpoint", _save_checkpoint)
-    _swaps.append(save)
-    if (alias := _wrapping.also_install(save, runner, "save_checkpoint")) is not None:
-        _swaps.append(alias)
+    _swaps.wrap(checkpoint, "save_checkpoint", _save_checkpoint, aliases=((runner, "save_checkpoint"),))
     # Everything else MMEngine puts on local disk (other backends' arguments included).
-    _swaps.append(_wrapping.wrap(local_backend.LocalBackend, "put", _put))
+    _swaps.wrap(local_backend.LocalBackend, "put", _put)
     # CheckpointHook writes last_checkpoint with the builtin open(); a module
     # global of that name takes precedence inside that module only.
     if "open" in vars(checkpoint_hook):
         raise RuntimeError("mmengine.hooks.checkpoint_hook already defines `open`; not patching it")
-    checkpoint_hook.open = _atomic.open_atomic
-    _hook_module = checkpoint_hook
+    checkpoint_hook.open = atomic.open_atomic  # type: ignore[attr-defined]
+    _swaps.on_undo(lambda: _drop_open(checkpoint_hook))
     return None
 
 
 def remove() -> None:
-    global _hook_module
-    while _swaps:
-        _swaps.pop().undo()
-    if _hook_module is not None and vars(_hook_module).get("open") is _atomic.open_atomic:
-        del _hook_module.open
-    _hook_module = None
+    _swaps.undo_all()
+
+
+def _drop_open(module: Any) -> None:
+    if vars(module).get("open") is atomic.open_atomic:
+        del module.open
 
 
 def _is_plain_local(filename: Any, file_client_args: Any, backend_args: Any) -> bool:
@@ -57,7 +52,7 @@ def _is_plain_local(filename: Any, file_client_args: Any, backend_args: Any) -> 
     return "://" not in name and not name.startswith("pavi:")
 
 
-def _save_checkpoint(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
+def _save_checkpoint(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     names = ("checkpoint", "filename", "file_client_args", "backend_args")
     bound = dict(zip(names, args))
     bound.update({k: v for k, v in kwargs.items() if k in names})
@@ -65,12 +60,12 @@ def _save_checkpoint(wrapped: Callable[..., Any], instance: Any, args: tuple, kw
         return wrapped(*args, **kwargs)
     if not _is_plain_local(bound["filename"], bound.get("file_client_args"), bound.get("backend_args")):
         return wrapped(*args, **kwargs)
-    _atomic.save_torch(bound["checkpoint"], str(bound["filename"]))
+    atomic.save_torch(bound["checkpoint"], str(bound["filename"]))
     return None
 
 
-def _put(wrapped: Callable[..., Any], backend: Any, args: tuple, kwargs: dict) -> Any:
-    obj = args[0] if args else kwargs["obj"]
-    filepath = args[1] if len(args) > 1 else kwargs["filepath"]
-    _atomic.write_bytes(str(filepath), obj)
+def _put(wrapped: Callable[..., Any], backend: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    obj = _wrapping.argument(args, kwargs, 0, "obj")
+    filepath = _wrapping.argument(args, kwargs, 1, "filepath")
+    atomic.write_bytes(str(filepath), obj)
     return None

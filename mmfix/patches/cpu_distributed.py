@@ -15,29 +15,25 @@ from typing import Any, Callable, Iterator
 
 from .. import _importhooks, _log, _settings, _wrapping
 
-NAME = "cpu_distributed"
-_swaps: list[_wrapping.Swap] = []
+_swaps = _wrapping.SwapSet()
 
 
 def apply() -> str | None:
     import mmengine.dist as dist_pkg
     from mmengine.dist import utils
 
-    swap = _wrapping.wrap(utils, "init_dist", _init_dist)
-    _swaps.append(swap)
-    if (alias := _wrapping.also_install(swap, dist_pkg, "init_dist")) is not None:
-        _swaps.append(alias)
+    swap = _swaps.wrap(utils, "init_dist", _init_dist, aliases=((dist_pkg, "init_dist"),))
 
     def alias_in_runner(runner_module: Any) -> None:
-        if _swaps and (alias := _wrapping.also_install(swap, runner_module, "init_dist")) is not None:
-            _swaps.append(alias)
+        if _swaps:
+            _swaps.alias(swap, runner_module, "init_dist")
 
     def wrap_ddp(model_module: Any) -> None:
         if not _swaps:
             return
         from mmengine.model.wrappers.distributed import MMDistributedDataParallel
 
-        _swaps.append(_wrapping.wrap(MMDistributedDataParallel, "__init__", _ddp_init))
+        _swaps.wrap(MMDistributedDataParallel, "__init__", _ddp_init)
 
     _importhooks.when_imported("mmengine.runner.runner", _guarded(alias_in_runner))
     _importhooks.when_imported("mmengine.model", _guarded(wrap_ddp))
@@ -45,8 +41,7 @@ def apply() -> str | None:
 
 
 def remove() -> None:
-    while _swaps:
-        _swaps.pop().undo()
+    _swaps.undo_all()
 
 
 def _guarded(hook: Callable[[Any], None]) -> Callable[[Any], None]:
@@ -94,15 +89,11 @@ def _set_device_skipped() -> Iterator[None]:
             torch.cuda.set_device = original
 
 
-def _init_dist(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
+def _init_dist(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if _cuda_usable():
         return wrapped(*args, **kwargs)
-    args = list(args)
-    if len(args) >= 2:
-        backend = args[1]
-    else:
-        backend = kwargs.get("backend", "nccl")
-    if backend == "nccl":
+    # init_dist(launcher, backend='nccl', init_backend='torch', **kwargs)
+    if _wrapping.argument(args, kwargs, 1, "backend", "nccl") == "nccl":
         # In workers of a legacy `--gpus N` CPU launch the launcher has already said it once.
         emit = _log.debug if _settings.current().launched else _log.warning
         emit(
@@ -110,17 +101,14 @@ def _init_dist(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: 
             "gloo instead (set env_cfg.dist_cfg.backend='gloo' in the config to silence this).",
             key="nccl-to-gloo",
         )
-        if len(args) >= 2:
-            args[1] = "gloo"
-        else:
-            kwargs["backend"] = "gloo"
+        args, kwargs = _wrapping.with_argument(args, kwargs, 1, "backend", "gloo")
     with _set_device_skipped():
         return wrapped(*args, **kwargs)
 
 
-def _ddp_init(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
+def _ddp_init(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if kwargs.get("device_ids") is not None and not _cuda_usable():
-        module = args[0] if args else kwargs.get("module")
+        module = _wrapping.argument(args, kwargs, 0, "module")
         on_cpu = module is None or all(p.device.type == "cpu" for p in module.parameters())
         if on_cpu:
             kwargs["device_ids"] = None

@@ -16,8 +16,7 @@ from typing import Any, Callable
 from .. import _log, _ranks, _wrapping
 from .._errors import DeviceAssignmentError
 
-NAME = "cuda_device"
-_swaps: list[_wrapping.Swap] = []
+_swaps = _wrapping.SwapSet()
 _state = threading.local()
 
 
@@ -32,13 +31,12 @@ def apply() -> str | None:
         # Too late to come first; still make the rest of the process use its own GPU.
         _pin(torch, local)
         return None
-    _swaps.append(_wrapping.wrap(torch.cuda, "_lazy_init", _lazy_init_then_pin))
+    _swaps.wrap(torch.cuda, "_lazy_init", _lazy_init_then_pin)
     return None
 
 
 def remove() -> None:
-    while _swaps:
-        _swaps.pop().undo()
+    _swaps.undo_all()
 
 
 def _lazy_init_then_pin(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:

@@ -14,8 +14,7 @@ from typing import Any, Callable
 from .. import _log, _settings, _wrapping
 from .._errors import UnusedParametersError
 
-NAME = "ddp_errors"
-_swaps: list[_wrapping.Swap] = []
+_swaps = _wrapping.SwapSet()
 _MARKER = "Expected to have finished reduction in the prior iteration"
 _INDICES = re.compile(r"Parameter indices which did not receive grad for rank (\d+):\s*([\d ]+)")
 _NAMES = re.compile(r"Parameters which did not receive grad for rank (\d+):\s*([^\n]+)")
@@ -25,27 +24,23 @@ def apply() -> str | None:
     from mmengine.model.wrappers.distributed import MMDistributedDataParallel
     from mmengine.runner import runner
 
-    _swaps.append(_wrapping.wrap(runner.Runner, "wrap_model", _wrap_model))
-    _swaps.append(_wrapping.wrap(MMDistributedDataParallel, "train_step", _train_step))
+    _swaps.wrap(runner.Runner, "wrap_model", _wrap_model)
+    _swaps.wrap(MMDistributedDataParallel, "train_step", _train_step)
     return None
 
 
 def remove() -> None:
-    while _swaps:
-        _swaps.pop().undo()
+    _swaps.undo_all()
 
 
-def _wrap_model(wrapped: Callable[..., Any], runner: Any, args: tuple, kwargs: dict) -> Any:
-    model_wrapper_cfg = args[0] if args else kwargs.get("model_wrapper_cfg")
+def _wrap_model(wrapped: Callable[..., Any], runner: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    model_wrapper_cfg = _wrapping.argument(args, kwargs, 0, "model_wrapper_cfg")
     if _settings.current().find_unused_parameters:
         if model_wrapper_cfg is None:
             runner.cfg["find_unused_parameters"] = True
         else:
             model_wrapper_cfg = dict(model_wrapper_cfg, find_unused_parameters=True)
-            if args:
-                args = (model_wrapper_cfg,) + tuple(args[1:])
-            else:
-                kwargs["model_wrapper_cfg"] = model_wrapper_cfg
+            args, kwargs = _wrapping.with_argument(args, kwargs, 0, "model_wrapper_cfg", model_wrapper_cfg)
         _log.info(
             "MMFIX_FIND_UNUSED_PARAMETERS=1: DDP runs with find_unused_parameters=True, which walks the "
             "autograd graph after every forward pass and costs time each iteration. Prefer making every "

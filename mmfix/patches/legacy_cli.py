@@ -21,9 +21,8 @@ if TYPE_CHECKING:  # pragma: no cover
 # The translator, its plan types and the executor are imported inside the functions
 # that use them: this module is imported with argparse, in every Python program.
 
-NAME = "legacy_cli"
 TRANSLATION_MARKER = "MMFIX-TRANSLATION "
-_swaps: list[_wrapping.Swap] = []
+_swaps = _wrapping.SwapSet()
 _done = False
 
 
@@ -36,7 +35,7 @@ def apply() -> str | None:
         return "the running program is not an OpenMMLab-shaped tool (its script never mentions --launcher)"
     import argparse
 
-    _swaps.append(_wrapping.wrap(argparse.ArgumentParser, "parse_known_args", _parse_known_args))
+    _swaps.wrap(argparse.ArgumentParser, "parse_known_args", _parse_known_args)
     return None
 
 
@@ -53,8 +52,7 @@ def _script_mentions_launcher() -> bool:
 
 def remove() -> None:
     global _done
-    while _swaps:
-        _swaps.pop().undo()
+    _swaps.undo_all()
     _done = False
 
 
@@ -227,7 +225,7 @@ def _parse_known_args(wrapped: Callable[..., Any], parser: Any, args: tuple, kwa
     from ..launch.translate import LegacyUsageError, translate
 
     global _done
-    cli = args[0] if args else kwargs.get("args")
+    cli = _wrapping.argument(args, kwargs, 0, "args")
     if _done or (cli is not None and list(cli) != sys.argv[1:]) or not _called_from_main():
         return wrapped(*args, **kwargs)
     _done = True
@@ -261,10 +259,7 @@ def _parse_known_args(wrapped: Callable[..., Any], parser: Any, args: tuple, kwa
             execute.launch(plan)
         execute.reexec(command, plan)
     sys.argv[1:] = list(plan.argv)
-    if args:
-        args = (list(plan.argv),) + tuple(args[1:])
-    else:
-        kwargs["args"] = list(plan.argv)
+    args, kwargs = _wrapping.with_argument(args, kwargs, 0, "args", list(plan.argv))
     return wrapped(*args, **kwargs)
 
 
@@ -317,14 +312,13 @@ def stop_torchrun_in_srun() -> None:
     os._exit(2)  # at start-up: nothing has run yet
 
 
-def launch_early() -> None:
+def launch_early(launch_flags: tuple[str, ...]) -> None:
     """Start a legacy `--gpus N` launch at interpreter start, before the script's imports.
 
     Only when the script's parser can be read from its source with certainty;
     otherwise the parse-time hook decides, exactly as it would have anyway.
+    ``launch_flags``: the 2.x flags that start a launch (one of them is in sys.argv).
     """
-    from .._activation import LAUNCH_FLAGS  # the caller found one of them in sys.argv
-
     argv = sys.argv
     if not argv[0].endswith(".py"):
         return
@@ -336,7 +330,7 @@ def launch_early() -> None:
             source = fh.read()
     except OSError:
         return
-    if any(f"'{flag}'" in source or f'"{flag}"' in source for flag in LAUNCH_FLAGS):
+    if any(f"'{flag}'" in source or f'"{flag}"' in source for flag in launch_flags):
         return  # the script handles these flags itself (a 2.x train.py): never ours to translate
     from ..launch import execute
     from ..launch.static_parser import parser_info_from_source

@@ -16,8 +16,7 @@ from typing import Any, Callable
 from .. import _log, _wrapping
 from ..configs._files import own_keys as _own_keys
 
-NAME = "legacy_config"
-_swaps: list[_wrapping.Swap] = []
+_swaps = _wrapping.SwapSet()
 _original_merge: Callable[..., Any] | None = None
 _STATE = "_mmfix_legacy_config"  # attribute on a converted Config: what a re-conversion needs
 
@@ -35,15 +34,14 @@ def apply() -> str | None:
     from mmengine.config import Config
 
     global _original_merge
-    _original_merge = Config.merge_from_dict
-    _swaps.append(_wrapping.wrap(Config, "fromfile", _fromfile))
-    _swaps.append(_wrapping.wrap(Config, "merge_from_dict", _merge_from_dict))
+    _swaps.wrap(Config, "fromfile", _fromfile)
+    # a 2.x option is merged into the 2.x source config by the original method
+    _original_merge = _swaps.wrap(Config, "merge_from_dict", _merge_from_dict).original
     return None
 
 
 def remove() -> None:
-    while _swaps:
-        _swaps.pop().undo()
+    _swaps.undo_all()
 
 
 def _fail(exc: BaseException) -> None:
@@ -53,17 +51,15 @@ def _fail(exc: BaseException) -> None:
     sys.stderr.flush()
 
 
-def _fromfile(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
+def _fromfile(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     from ..configs import classify
 
     # custom_imports are imported after conversion: a 2.x `mmcls.models` must become mmpretrain first.
-    want_imports = kwargs.pop("import_custom_modules", args[2] if len(args) > 2 else True)
-    if len(args) > 2:
-        args = args[:2] + (False,) + args[3:]
-    else:
-        kwargs["import_custom_modules"] = False
+    # Config.fromfile(filename, use_predefined_variables=True, import_custom_modules=True, ...)
+    want_imports = _wrapping.argument(args, kwargs, 2, "import_custom_modules", True)
+    args, kwargs = _wrapping.with_argument(args, kwargs, 2, "import_custom_modules", False)
     cfg = wrapped(*args, **kwargs)
-    filename = str(args[0] if args else kwargs.get("filename"))
+    filename = str(_wrapping.argument(args, kwargs, 0, "filename"))
     kind = classify(cfg._cfg_dict)
     try:
         if kind == "2.x":
@@ -120,10 +116,10 @@ def _apply_mixed(cfg: Any, filename: str, own: set[str], where: str) -> Any:
     return cfg
 
 
-def _merge_from_dict(wrapped: Callable[..., Any], cfg: Any, args: tuple, kwargs: dict) -> Any:
+def _merge_from_dict(wrapped: Callable[..., Any], cfg: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     from ..configs import LEGACY_KEYS, ConfigConversionError, convert
 
-    options = args[0] if args else kwargs.get("options", {})
+    options = _wrapping.argument(args, kwargs, 0, "options", {})
     state: _Legacy | None = cfg.__dict__.get(_STATE)
     if state is None:
         result = wrapped(*args, **kwargs)
@@ -157,9 +153,6 @@ def _merge_from_dict(wrapped: Callable[..., Any], cfg: Any, args: tuple, kwargs:
         _log.info(f"2.x options {', '.join(before)} merged into the 2.x config before conversion "
                   f"({report.summary()})", key=f"legacy-options:{sorted(before)}")
     if after or not before:
-        if args:
-            args = (after,) + tuple(args[1:])
-        else:
-            kwargs["options"] = after
+        args, kwargs = _wrapping.with_argument(args, kwargs, 0, "options", after)
         return wrapped(*args, **kwargs)
     return None

@@ -13,8 +13,7 @@ from typing import Any, Callable
 
 from .. import _log, _settings, _wrapping
 
-NAME = "memory_report"
-_swaps: list[_wrapping.Swap] = []
+_swaps = _wrapping.SwapSet()
 OUTLIER = 1.10  # a rank more than 10 % above the median is flagged
 
 
@@ -23,13 +22,12 @@ def apply() -> str | None:
         return "MMFIX_MEMORY_REPORT is off"
     from mmengine.runner import runner
 
-    _swaps.append(_wrapping.wrap(runner.Runner, "train", _train))
+    _swaps.wrap(runner.Runner, "train", _train)
     return None
 
 
 def remove() -> None:
-    while _swaps:
-        _swaps.pop().undo()
+    _swaps.undo_all()
 
 
 def _peak_rss_bytes() -> int:

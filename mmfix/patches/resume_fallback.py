@@ -13,32 +13,28 @@ import os
 import re
 from typing import Any, Callable
 
-from .. import _atomic, _checkpoint_files, _log, _wrapping
+from .. import _log, _wrapping
+from .._checkpoint import atomic, diagnosis
 
-NAME = "resume_fallback"
-_swaps: list[_wrapping.Swap] = []
+_swaps = _wrapping.SwapSet()
 _STEP = re.compile(r"^(epoch|iter)_(\d+)\.pth$")
 
 
 def apply() -> str | None:
     from mmengine.runner import checkpoint, runner
 
-    swap = _wrapping.wrap(checkpoint, "find_latest_checkpoint", _find_latest)
-    _swaps.append(swap)
-    if (alias := _wrapping.also_install(swap, runner, "find_latest_checkpoint")) is not None:
-        _swaps.append(alias)
+    _swaps.wrap(checkpoint, "find_latest_checkpoint", _find_latest, aliases=((runner, "find_latest_checkpoint"),))
     return None
 
 
 def remove() -> None:
-    while _swaps:
-        _swaps.pop().undo()
+    _swaps.undo_all()
 
 
 def unreadable_reason(path: str) -> str | None:
     if not os.path.isfile(path):
         return "it does not exist"
-    return _checkpoint_files.diagnose(path, deep=True)
+    return diagnosis.diagnose(path, deep=True)
 
 
 def candidates(work_dir: str) -> list[str]:
@@ -46,14 +42,14 @@ def candidates(work_dir: str) -> list[str]:
     found = []
     for name in os.listdir(work_dir):
         match = _STEP.match(name)
-        if match and not _atomic.is_temp_name(name):
+        if match and not atomic.is_temp_name(name):
             path = os.path.join(work_dir, name)
             found.append((int(match.group(2)), os.path.getmtime(path), path))
     return [p for _, _, p in sorted(found, reverse=True)]
 
 
-def _find_latest(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
-    work_dir = args[0] if args else kwargs["path"]
+def _find_latest(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    work_dir = _wrapping.argument(args, kwargs, 0, "path")
     try:
         latest = wrapped(*args, **kwargs)
     except (OSError, UnicodeDecodeError):

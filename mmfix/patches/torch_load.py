@@ -9,14 +9,14 @@ from __future__ import annotations
 import os
 import pickle
 import re
-import sys
 from typing import Any, Callable
 
-from .. import _checkpoint_files, _importhooks, _log, _numpy_guard, _safe_globals, _settings, _shared_load, _wrapping
+from .. import _importhooks, _log, _settings, _wrapping
+from .._checkpoint import diagnosis, files, numpy_guard, safe_globals, shared_load
 from .._errors import CheckpointCorruptError, CheckpointError, CheckpointRefusedError
+from ._cpu_map import cpu_by_default
 
-NAME = "torch_load"
-_swaps: list[_wrapping.Swap] = []
+_swaps = _wrapping.SwapSet()
 
 _REFUSED_PATTERNS = (
     re.compile(r"GLOBAL (\S+) was not an allowed global"),
@@ -34,13 +34,10 @@ def apply() -> str | None:
 
     if not hasattr(torch.serialization, "add_safe_globals"):
         return f"torch {torch.__version__} predates weights_only allowlists (needs torch >= 2.4)"
-    _safe_globals.register_builtin()
+    safe_globals.register_builtin()
     # MMEngine may be imported after torch: allow its HistoryBuffer the moment it exists.
     _importhooks.when_imported("mmengine.logging.history_buffer", _register_history_buffer)
-    swap = _wrapping.wrap(torch.serialization, "load", _patched_load)
-    _swaps.append(swap)
-    if (alias := _wrapping.also_install(swap, torch, "load")) is not None:
-        _swaps.append(alias)
+    _swaps.wrap(torch.serialization, "load", _patched_load, aliases=((torch, "load"),))
     return None
 
 
@@ -48,16 +45,15 @@ def _register_history_buffer(_module: Any) -> None:
     if not _swaps:  # removed (or never applied) in the meantime
         return
     try:
-        _safe_globals.ensure_history_buffer()
+        safe_globals.ensure_history_buffer()
     except Exception as exc:  # never break `import mmengine`
         _log.error(f"could not allow MMEngine's HistoryBuffer for weights_only loads: {exc!r}", key="hb-register")
 
 
 def remove() -> None:
-    while _swaps:
-        _swaps.pop().undo()
+    _swaps.undo_all()
     try:
-        _safe_globals.unregister()
+        safe_globals.unregister()
     except ImportError:  # torch never imported: nothing was registered
         pass
 
@@ -74,33 +70,16 @@ def _weights_only_in_effect(kwargs: dict[str, Any], pickle_module: Any) -> bool:
     return bool(weights_only)
 
 
-def _caller_module(depth: int = 2) -> str:
-    # wrapt's call path is C code, so frame 1 is this wrapper's caller chain:
-    # 0 = _patched_load, 1 = guarded (in _wrapping), 2 = whoever called torch.load.
-    try:
-        return str(sys._getframe(depth + 1).f_globals.get("__name__", ""))
-    except ValueError:  # pragma: no cover - shallow stack
-        return ""
-
-
 def _patched_load(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     settings = _settings.current()
-    args_list = list(args)
-    f = args_list[0] if args_list else kwargs.get("f")
-
-    if settings.cpu_map:
-        if len(args_list) >= 2:
-            if args_list[1] is None:
-                args_list[1] = "cpu"
-        elif kwargs.get("map_location") is None:
-            kwargs["map_location"] = "cpu"
-
-    pickle_module = args_list[2] if len(args_list) >= 3 else kwargs.get("pickle_module")
+    f = _wrapping.argument(args, kwargs, 0, "f")
+    args, kwargs = cpu_by_default(args, kwargs, 1)
+    pickle_module = _wrapping.argument(args, kwargs, 2, "pickle_module")
     held = False
     if kwargs.get("weights_only") is False and pickle_module is None and settings.hold_weights_only != "off":
-        caller = _caller_module()
+        caller = _wrapping.calling_module()
         if settings.hold_weights_only == "all" or caller == "mmengine" or caller.startswith("mmengine."):
-            kwargs["weights_only"] = True
+            kwargs = {**kwargs, "weights_only": True}
             held = True
             _log.info(
                 f"{caller or 'a caller'} asked torch.load for weights_only=False; mmfix holds it to the safe "
@@ -108,13 +87,14 @@ def _patched_load(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, .
                 key="held-weights-only",
             )
 
-    # MMFIX_MMAP (auto: the ranks of a node share one sealed copy); see _shared_load.
-    load = _shared_load.loader(wrapped, f, kwargs, settings.mmap, _cpu_target(args_list, kwargs))
+    # MMFIX_MMAP (auto: the ranks of a node share one sealed copy); see shared_load.
+    location = _wrapping.argument(args, kwargs, 1, "map_location")
+    load = shared_load.loader(wrapped, f, kwargs, settings.mmap, str(location) == "cpu")
 
-    mark = _numpy_guard.begin()
+    mark = numpy_guard.begin()
     try:
         try:
-            result = load(*args_list, **kwargs)
+            result = load(*args, **kwargs)
         except CheckpointError:
             raise
         except pickle.UnpicklingError as exc:
@@ -125,7 +105,7 @@ def _patched_load(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, .
                 # unpickler; say what is wrong with the file, not which global.
                 raise checked
             refused = _refused_globals(str(exc), f)
-            if _safe_globals.HISTORY_BUFFER in refused and _safe_globals.ensure_history_buffer() and _rewind(f):
+            if safe_globals.HISTORY_BUFFER in refused and safe_globals.ensure_history_buffer() and _rewind(f):
                 # MMEngine was not imported yet, so its HistoryBuffer was not on the
                 # list; it is now (still weights_only=True): read the file again.
                 return _patched_load(wrapped, instance, args, kwargs)
@@ -134,18 +114,13 @@ def _patched_load(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, .
             # Damaged files fail in many ways (RuntimeError, EOFError, KeyError, struct.error,
             # MemoryError from an absurd length ...): if the file is the problem, say so.
             raise _corrupt_or(exc, f)
-        # numpy arrays arrive as vetted builders (see _numpy_guard): swap them in.
+        # numpy arrays arrive as vetted builders (see numpy_guard): swap them in.
         try:
-            return _numpy_guard.resolve(result, mark, _safe_globals.trusted_types)
+            return numpy_guard.resolve(result, mark, safe_globals.trusted_types)
         except pickle.UnpicklingError as exc:
             raise _refused_error(f, (), held, exc) from None
     finally:
-        _numpy_guard.discard(mark)  # a failed load's builders must not linger on this thread
-
-
-def _cpu_target(args_list: list[Any], kwargs: dict[str, Any]) -> bool:
-    location = args_list[1] if len(args_list) >= 2 else kwargs.get("map_location")
-    return str(location) == "cpu"
+        numpy_guard.discard(mark)  # a failed load's builders must not linger on this thread
 
 
 def _rewind(f: Any) -> bool:
@@ -165,18 +140,18 @@ def _corrupt_or(exc: BaseException, f: Any) -> BaseException:
     reason = _reader_verdict(str(exc))
     if reason is None:
         try:
-            reason = _checkpoint_files.diagnose(f, deep=True)
+            reason = diagnosis.diagnose(f, deep=True)
         except Exception:
             reason = None
     if reason is None:
         reason = _failed_while_rebuilding(exc)
     if reason is None:
         return exc
-    source = _checkpoint_files.describe_source(f)
+    source = files.describe_source(f)
     error = CheckpointCorruptError(
         f"cannot load checkpoint {source}: {reason}. If this is the newest checkpoint of a run, "
         "resume from the previous one (or re-download / re-copy the file).",
-        path=_checkpoint_files.path_of(f),
+        path=files.path_of(f),
     )
     error.__cause__ = exc
     error.__suppress_context__ = True
@@ -229,14 +204,14 @@ def _reader_verdict(message: str) -> str | None:
 def _refused_globals(message: str, f: Any) -> tuple[str, ...]:
     # What torch refused stays listed even if mmfix vets that name: a refused
     # builtins.getattr means the restricted stand-in was not in place.
-    found = [_safe_globals.qualify(m.group(1)) for p in _REFUSED_PATTERNS for m in p.finditer(message)]
+    found = [safe_globals.qualify(m.group(1)) for p in _REFUSED_PATTERNS for m in p.finditer(message)]
     # torch names only the first refusal; list all of them (read without
     # executing anything) so that one round of trusting is enough.
     try:
         if _rewind(f):
-            from .._inspect_checkpoint import scan_globals
+            from .._checkpoint.replay import scan_globals
 
-            allowed = _safe_globals.vetted_names() | _safe_globals.user_trusted_names()
+            allowed = safe_globals.vetted_names() | safe_globals.user_trusted_names()
             found.extend(name for name, ok in scan_globals(f) if not ok and name not in allowed)
             _rewind(f)
     except Exception:
@@ -245,8 +220,8 @@ def _refused_globals(message: str, f: Any) -> tuple[str, ...]:
 
 
 def _refused_error(f: Any, refused: tuple[str, ...], held: bool, exc: BaseException) -> CheckpointRefusedError:
-    source = _checkpoint_files.describe_source(f)
-    assessed = {g: _safe_globals.assess(g) for g in refused}
+    source = files.describe_source(f)
+    assessed = {g: safe_globals.assess(g) for g in refused}
     hostile = [g for g, (kind, _) in assessed.items() if kind == "hostile"]
     trustable = [g for g, (kind, _) in assessed.items() if kind == "trustable"]
     unvetted = [g for g, (kind, _) in assessed.items() if kind == "unvetted"]
@@ -290,6 +265,6 @@ def _refused_error(f: Any, refused: tuple[str, ...], held: bool, exc: BaseExcept
                 "the file and know the class does nothing but hold data, name it by its own module.qualname in "
                 "MMFIX_TRUSTED_GLOBALS (mmfix refuses functions and anything that reaches code, files or processes)."
             )
-    error = CheckpointRefusedError(" ".join(parts), path=_checkpoint_files.path_of(f), globals_=refused)
+    error = CheckpointRefusedError(" ".join(parts), path=files.path_of(f), globals_=refused)
     error.original = exc  # type: ignore[attr-defined]
     return error

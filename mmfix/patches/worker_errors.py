@@ -12,8 +12,9 @@ import os
 import sys
 from typing import Any
 
-NAME = "worker_errors"
-_installed: list[Any] = []
+from .. import _wrapping
+
+_swaps = _wrapping.SwapSet()
 
 
 def apply() -> str | None:
@@ -29,9 +30,15 @@ def apply() -> str | None:
                 pass  # the summary is a courtesy; the traceback below still prints
         previous(exc_type, exc, tb)
 
+    # _excepthook (and the patch-ordering test) follow this chain to find hooks below ours
     record_then_report.mmfix_previous = previous  # type: ignore[attr-defined]
     sys.excepthook = record_then_report
-    _installed.append(record_then_report)
+
+    def restore() -> None:
+        if sys.excepthook is record_then_report:  # else someone chained onto ours: leave theirs
+            sys.excepthook = previous
+
+    _swaps.on_undo(restore)
     return None
 
 
@@ -51,7 +58,4 @@ def record(exc_type: type[BaseException], exc: BaseException, tb: Any) -> None:
 
 
 def remove() -> None:
-    while _installed:
-        hook = _installed.pop()
-        if sys.excepthook is hook:
-            sys.excepthook = hook.mmfix_previous
+    _swaps.undo_all()

@@ -188,7 +188,7 @@ from mmfix import _wrapping
 real_apply = p.apply
 def half_then_boom():
     import torch.serialization
-    p._swaps.append(_wrapping.wrap(torch.serialization, "load", lambda w, i, a, k: w(*a, **k)))
+    p._swaps.wrap(torch.serialization, "load", lambda w, i, a, k: w(*a, **k))
     raise RuntimeError("deliberate failure in a patch")
 p.apply = half_then_boom
 import torch  # must not raise

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import REPO, clean_env, run
 
-from mmfix.cli import build_parser
+from mmfix._cli import build_parser
 
 MMFIX_RUN = str(Path(sys.executable).parent / "mmfix-run")
 MMFIX = [sys.executable, "-m", "mmfix"]
@@ -59,7 +59,7 @@ def test_status_inside_sitecustomize_mmfix_run_and_both() -> None:
 
 
 def test_status_says_pythonstartup_is_for_interactive_sessions_only() -> None:
-    from mmfix import interactive_startup
+    from mmfix import _interactive_startup as interactive_startup
 
     env = {"PYTHONSTARTUP": interactive_startup.__file__}
     out = status(**env)

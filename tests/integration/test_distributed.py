@@ -180,7 +180,7 @@ def test_doctor_reports_what_a_bug_report_needs() -> None:
     ({"torch": "2.1.0", "mmengine": "0.10.3", "mmdet": "3.3.0", "mmcv": "2.2.0"}, "asserts mmcv"),
 ])
 def test_known_bad_combinations(versions: dict, needle: str | None) -> None:
-    from mmfix.doctor import known_problems
+    from mmfix._doctor import known_problems
 
     problems = known_problems(versions, cuda_available=True)
     if needle is None:

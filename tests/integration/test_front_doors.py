@@ -185,7 +185,7 @@ def test_stale_pth_without_mmfix_is_silent(tmp_path: Path) -> None:
     root = tmp_path / "bare"
     venv.EnvBuilder(with_pip=False).create(root)
     py = root / "bin" / "python"
-    from mmfix import hook
+    from mmfix import _pth_installer as hook
 
     purelib = subprocess.check_output(
         [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True).strip()

@@ -87,7 +87,7 @@ for event in events:
         getattr(mmfix, event)()
 for name in MODULES:
     importlib.import_module(name)
-from mmfix import _atomic
+from mmfix._checkpoint import atomic as _atomic
 
 result = {name: [depth(raw(m, p)) for m, p in targets] for name, targets in TARGETS.items()}
 result["worker_errors"] = [excepthook_depth()]

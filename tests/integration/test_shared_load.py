@@ -237,7 +237,7 @@ os.kill(os.getpid(), signal.SIGKILL)
 
 IMPOSTOR = """
 import json, os, socket, struct, sys, time
-from mmfix import _shared_load
+from mmfix._checkpoint import shared_load as _shared_load
 path, behaviour = sys.argv[1], sys.argv[2]
 server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 server.bind(_shared_load.socket_name(os.stat(path), 1))  # where the rank's first load of it looks

@@ -6,7 +6,7 @@ import pickle
 import numpy as np
 import pytest
 
-from mmfix import _numpy_guard as guard
+from mmfix._checkpoint import numpy_guard as guard
 
 NUMPY_WRITES = ["?", "i1", "u1", "<i2", ">i2", "<u4", "<i8", ">u8", "f2", "<f4", ">f8", "g", "c8", ">c16", "G",
                 "S1", "S7", "<U1", ">U5"]

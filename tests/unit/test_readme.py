@@ -5,7 +5,7 @@ import re
 import sys
 from pathlib import Path
 
-from mmfix import hook
+from mmfix import _pth_installer as hook
 from mmfix.patches import PATCHES
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -149,3 +149,64 @@ print("ok", wrapt.__version__)
     env = clean_env(PYTHONPATH=str(target))
     proc = run_python(code, env=env)
     assert proc.stdout.strip() == "ok 1.17.3"
+
+
+class Child(Owner):
+    pass
+
+
+def test_wrapping_an_inherited_method_and_undo_leaves_no_slot_behind() -> None:
+    swap = _wrapping.wrap(Child, "method", lambda w, i, a, k: w(*a, **k) + 1)
+    assert "method" in vars(Child) and Child().method(2) == 5 and Owner().method(2) == 4
+    assert swap.undo()
+    assert "method" not in vars(Child)  # served by Owner again, as before the patch
+    assert Child().method(2) == 4
+
+
+def test_swap_set_wraps_with_aliases_and_undoes_everything_in_reverse() -> None:
+    module = types.ModuleType("fake_pkg")
+    module.load = lambda x: x  # type: ignore[attr-defined]
+    alias_holder = types.ModuleType("fake_user")
+    alias_holder.load = module.load  # type: ignore[attr-defined]  # `from fake_pkg import load`
+    foreign = types.ModuleType("foreign")
+    foreign.load = lambda x: "theirs"  # type: ignore[attr-defined]
+    order: list[str] = []
+    swaps = _wrapping.SwapSet()
+    assert not swaps
+    original = module.load
+    swap = swaps.wrap(module, "load", lambda w, i, a, k: ("wrapped", w(*a, **k)),
+                      aliases=((alias_holder, "load"), (foreign, "load")))
+    swaps.on_undo(lambda: order.append("extra step"))
+    assert swaps and module.load is swap.wrapper and alias_holder.load is swap.wrapper
+    assert foreign.load(1) == "theirs"  # someone else's object under that name: left alone
+    assert alias_holder.load(3) == ("wrapped", 3)
+    swaps.undo_all()
+    assert order == ["extra step"] and not swaps
+    assert module.load is original and alias_holder.load is original
+    assert swap.wrapper(3) == 3  # a reference kept elsewhere now passes straight through
+
+
+def test_argument_helpers_read_and_replace_by_position_or_name() -> None:
+    assert _wrapping.argument(("f", None), {}, 1, "map_location") is None
+    assert _wrapping.argument(("f",), {"map_location": "cuda"}, 1, "map_location") == "cuda"
+    assert _wrapping.argument(("f",), {}, 1, "map_location", "default") == "default"
+    assert _wrapping.with_argument(("f", None, "p"), {}, 1, "map_location", "cpu") == (("f", "cpu", "p"), {})
+    kwargs = {"weights_only": True}
+    assert _wrapping.with_argument(("f",), kwargs, 1, "map_location", "cpu") == (
+        ("f",), {"weights_only": True, "map_location": "cpu"})
+    assert kwargs == {"weights_only": True}  # the caller's dict is not changed
+
+
+def test_calling_module_skips_mmfix_frames() -> None:
+    seen: list[str] = []
+    module = sys.modules[__name__]
+    # the body lives in an mmfix module, as every patch's body does
+    patch_module: dict = {"__name__": "mmfix.patches.example", "_wrapping": _wrapping, "seen": seen}
+    exec("def body(w, i, a, k):\n    seen.append(_wrapping.calling_module())\n    return w(*a, **k)\n", patch_module)
+    swap = _wrapping.wrap(module, "sample", patch_module["body"])
+    try:
+        module.sample(1)
+        exec(compile("sample(1)", "<elsewhere>", "exec"), {"__name__": "mmengine.runner.checkpoint", "sample": module.sample})
+    finally:
+        swap.undo()
+    assert seen == [__name__, "mmengine.runner.checkpoint"]

@@ -41,7 +41,8 @@ import threading
 import time
 from typing import Any, Callable
 
-from . import _checkpoint_files, _log, _settings
+from .. import _log, _settings
+from . import files
 
 _ZIP_MAGIC = b"PK\x03\x04"
 _SEAL_WRITE = getattr(fcntl, "F_SEAL_WRITE", 0x0008)
@@ -69,7 +70,7 @@ def loader(wrapped: Callable[..., Any], f: Any, kwargs: dict[str, Any], mode: st
     if mode == "off" or "mmap" in kwargs or not cpu or not isinstance(f, (str, os.PathLike)):
         return wrapped
     if mode == "on":  # the user's explicit choice: map the file itself (the old switch)
-        if _checkpoint_files.is_mappable(f) and _file_maps(f):
+        if files.is_mappable(f) and _file_maps(f):
             return lambda *args, **kw: wrapped(*args, **{**kw, "mmap": True})
         return wrapped
     if local_world_size() <= 1:
@@ -169,7 +170,7 @@ def _segment_for(path: str) -> int | None:
             return None
         head = os.pread(src, 4, 0)
         if head != _ZIP_MAGIC:
-            if _checkpoint_files.file_format(os.pread(src, 64, 0)) == "legacy":
+            if files.file_format(os.pread(src, 64, 0)) == "legacy":
                 _log.info(f"{path!r} is in torch's legacy (pre-1.6, non-zip) format, which cannot be mapped: "
                           "each rank reads its own copy. Re-save it with torch.save to let the ranks of a node "
                           "share one.", key="shared-load-legacy")

@@ -7,7 +7,8 @@ import sys
 from importlib import metadata
 from typing import Any
 
-from . import __version__, _settings, hook
+from . import __version__, _settings
+from . import _pth_installer as hook
 from ._ports import port_free
 from ._run import BOOTSTRAP_DIR
 
@@ -179,7 +180,7 @@ def new_python(env: dict[str, str] | None = None) -> dict[str, Any]:
         error = f"{type(exc).__name__}: {exc}"
     pythonpath = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     startup = env.get("PYTHONSTARTUP")
-    from . import interactive_startup
+    from . import _interactive_startup as interactive_startup
 
     return {
         "python": python,

@@ -26,7 +26,8 @@ import threading
 import types
 from typing import Any, Iterable
 
-from . import _log, _numpy_guard, _settings
+from .. import _log, _settings
+from . import numpy_guard
 
 HISTORY_BUFFER = "mmengine.logging.history_buffer.HistoryBuffer"
 _STATISTICS = frozenset(("min", "max", "current", "mean"))
@@ -53,7 +54,7 @@ _HOSTILE_MODULES = frozenset((
 ))
 # Not hostile as such, but never trusted: their classes build whatever a config names through
 # registries (a dotted type name is imported), open log files, allocate what they are told
-# (torch.nn modules), or are numpy's (see _numpy_guard). torch's own list already covers the
+# (torch.nn modules), or are numpy's (see numpy_guard). torch's own list already covers the
 # torch objects a checkpoint holds.
 _NEVER_TRUSTED = frozenset((
     "numpy", "torch", "mmengine", "mmcv", "mmdet", "mmseg", "mmpretrain", "mmcls", "mmpose", "mmdet3d", "mmocr",
@@ -240,7 +241,7 @@ def suggestion_for(name: str) -> str | None:
 
 
 def _numpy_entries() -> list[Any]:
-    return _numpy_guard.entries()
+    return numpy_guard.entries()
 
 
 def _guard_history_buffer(real: type) -> type:
@@ -284,7 +285,7 @@ def _guard_history_buffer(real: type) -> type:
                     )
             for key, value in state.items():
                 if key in ("_log_history", "_count_history"):
-                    if not isinstance(value, _numpy_guard.ArrayBuilder):
+                    if not isinstance(value, numpy_guard.ArrayBuilder):
                         raise pickle.UnpicklingError(f"mmfix: a HistoryBuffer's {key} is not a numpy array")
                     state[key] = value.built()
                 elif key != "max_length" or type(value) is not int:
@@ -357,7 +358,7 @@ def vetted_names() -> frozenset[str]:
     """Names mmfix allows by itself (whether or not they are registered yet)."""
     global _vetted
     if _vetted is None:
-        _vetted = _numpy_guard.NAMES | {HISTORY_BUFFER, "builtins.getattr"}
+        _vetted = numpy_guard.NAMES | {HISTORY_BUFFER, "builtins.getattr"}
     return _vetted
 
 

@@ -12,7 +12,6 @@ import zipfile
 import zlib
 from typing import Any
 
-from ._pickle_reader import PickleUnreadable
 
 ZIP_MAGIC = b"PK\x03\x04"
 # torch's legacy (pre-1.6) format starts with the pickled magic number
@@ -173,27 +172,7 @@ def _crc_problem(archive: zipfile.ZipFile, source: Any) -> str | None:
     return None
 
 
-def diagnose(f: Any, deep: bool = False) -> str | None:
-    """A sentence saying why ``f`` cannot be a readable checkpoint, or None if it looks fine.
-
-    ``deep`` also replays the pickle (inertly, see ``_inspect_checkpoint``) and checks
-    that every storage it references is in the archive and large enough: records
-    spliced from another file keep valid CRCs but no longer fit together.
-    """
-    problem = _shallow_diagnose(f)
-    if problem is not None or not deep:
-        return problem
-    from ._inspect_checkpoint import consistency_problem
-
-    try:
-        return consistency_problem(f)
-    except PickleUnreadable as exc:
-        return str(exc)
-    except Exception as exc:  # the static reading itself failed: the container is damaged
-        return f"its pickle is damaged ({type(exc).__name__}: {exc})"
-
-
-def _shallow_diagnose(f: Any) -> str | None:
+def container_problem(f: Any) -> str | None:
     try:
         head = read_head(f)
     except OSError:

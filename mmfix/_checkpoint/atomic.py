@@ -13,7 +13,7 @@ import io
 import os
 from typing import IO, Any, Callable
 
-from ._errors import CheckpointSaveError
+from .._errors import CheckpointSaveError
 
 TMP_MARK = ".mmfix-tmp-"
 

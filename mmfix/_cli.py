@@ -24,7 +24,7 @@ def _show(report: Any, as_json: bool, formatter: Any) -> int:
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    from .doctor import format_new_python, new_python
+    from ._doctor import format_new_python, new_python
 
     info = new_python()
     if args.json:
@@ -40,7 +40,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 
 def _cmd_hook(args: argparse.Namespace) -> int:
-    from . import hook
+    from . import _pth_installer as hook
 
     if args.action == "install":
         for path in hook.install(args.site_dir):
@@ -67,7 +67,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_startup_file(args: argparse.Namespace) -> int:
-    from . import interactive_startup
+    from . import _interactive_startup as interactive_startup
 
     print(os.path.abspath(interactive_startup.__file__))
     return 0
@@ -75,7 +75,7 @@ def _cmd_startup_file(args: argparse.Namespace) -> int:
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
     from ._errors import CheckpointError
-    from ._inspect_checkpoint import format_report, inspect_checkpoint
+    from ._checkpoint.report import format_report, inspect_checkpoint
 
     try:
         report = inspect_checkpoint(args.checkpoint)
@@ -86,7 +86,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
-    from .doctor import collect, format_report
+    from ._doctor import collect, format_report
 
     return _show(collect(), args.json, format_report)
 

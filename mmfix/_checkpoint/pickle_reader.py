@@ -26,7 +26,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import _numpy_guard
+from . import numpy_guard
 
 MAX_OPS = 1_000_000  # ~50x the opcodes of a large MMEngine checkpoint's pickle
 MAX_BYTES = 64 << 20
@@ -250,7 +250,7 @@ class _Machine:
                 stack.pop()
             args = stack.pop()
             cls = stack.pop()
-            if isinstance(cls, Global) and cls.name in _numpy_guard.NAMES:
+            if isinstance(cls, Global) and cls.name in numpy_guard.NAMES:
                 self.problem(f"it creates {cls.name} with NEWOBJ; numpy never writes that")
             stack.append(Call(cls, args))
         elif name == "BUILD":
@@ -315,29 +315,29 @@ class _Machine:
                         self.problem("it encodes text as latin-1 that latin-1 cannot hold")
                         return Opaque("bytes")
                     # Small ones (type codes, scalars) are checked exactly; large ones only by length.
-                    return args[0].encode("latin-1") if len(args[0]) <= 64 else _numpy_guard.ByteCount(len(args[0]))
+                    return args[0].encode("latin-1") if len(args[0]) <= 64 else numpy_guard.ByteCount(len(args[0]))
             elif name == "numpy.dtype":
-                spec = _numpy_guard.check_dtype_args(args)
+                spec = numpy_guard.check_dtype_args(args)
                 size = int(re.sub(r"\D", "", spec))
                 return Dtype(spec, size * 4 if spec[0] == "U" else size)
             elif name in _RECONSTRUCT:
                 if not (isinstance(args, tuple) and len(args) == 3 and isinstance(args[0], Global)
                         and args[0].name == "numpy.ndarray"):
-                    raise _numpy_guard._refuse("_reconstruct is not called as numpy writes it")
-                _numpy_guard.check_reconstruct_args(args, args[0])
+                    raise numpy_guard._refuse("_reconstruct is not called as numpy writes it")
+                numpy_guard.check_reconstruct_args(args, args[0])
                 return Array()
             elif name == _HISTORY_BUFFER:
                 self.problem("it calls HistoryBuffer(...) with arguments; MMEngine writes it as an empty object "
                              "plus its state")
             elif name in _SCALAR:
                 if not (isinstance(args, tuple) and len(args) == 2 and isinstance(args[0], Dtype)
-                        and isinstance(args[1], (bytes, _numpy_guard.ByteCount))):
-                    raise _numpy_guard._refuse("a numpy scalar is not written as (dtype, bytes)")
+                        and isinstance(args[1], (bytes, numpy_guard.ByteCount))):
+                    raise numpy_guard._refuse("a numpy scalar is not written as (dtype, bytes)")
                 if len(args[1]) != args[0].itemsize:
-                    raise _numpy_guard._refuse(f"a {args[0].spec} scalar has {len(args[1])} bytes")
+                    raise numpy_guard._refuse(f"a {args[0].spec} scalar has {len(args[1])} bytes")
             elif name == "torch._tensor._rebuild_from_type_v2":
                 if isinstance(args, tuple) and len(args) == 4 and _holds_array(args[3]):
-                    raise _numpy_guard._refuse("it puts numpy data in a tensor's attributes, where numpy never "
+                    raise numpy_guard._refuse("it puts numpy data in a tensor's attributes, where numpy never "
                                                "writes it")
             elif name == "builtins.bytearray":
                 size = args[0] if isinstance(args, tuple) and len(args) == 1 else None
@@ -348,9 +348,9 @@ class _Machine:
                 members = args[0] if isinstance(args, tuple) and len(args) == 1 else None
                 items = members.items if isinstance(members, List) else members if isinstance(members, tuple) else ()
                 if any(isinstance(item, Array) for item in items):
-                    raise _numpy_guard._refuse("a numpy array is used as a set member")
+                    raise numpy_guard._refuse("a numpy array is used as a set member")
             elif name == "numpy.ndarray":
-                raise _numpy_guard._refuse("the file calls numpy.ndarray(...) directly")
+                raise numpy_guard._refuse("the file calls numpy.ndarray(...) directly")
             elif name == "builtins.getattr":
                 if not (isinstance(args, tuple) and len(args) == 2 and isinstance(args[0], Global)
                         and args[0].name == _HISTORY_BUFFER and args[1] in _STATISTICS):
@@ -367,19 +367,19 @@ class _Machine:
         try:
             if isinstance(inst, Dtype):
                 if inst.built:
-                    raise _numpy_guard._refuse("a dtype is built twice")
-                _numpy_guard.check_dtype_state(inst.spec, state)
+                    raise numpy_guard._refuse("a dtype is built twice")
+                numpy_guard.check_dtype_state(inst.spec, state)
                 inst.built = True
             elif isinstance(inst, Array):
                 if inst.built:
-                    raise _numpy_guard._refuse("an array is built twice")
+                    raise numpy_guard._refuse("an array is built twice")
                 if not (isinstance(state, tuple) and len(state) == 5 and isinstance(state[2], Dtype)):
-                    raise _numpy_guard._refuse("an array's state has no numpy dtype")
-                _numpy_guard.check_array_state(state, state[2].itemsize)
+                    raise numpy_guard._refuse("an array's state has no numpy dtype")
+                numpy_guard.check_array_state(state, state[2].itemsize)
                 inst.built = True
             elif isinstance(inst, Call) and isinstance(inst.func, Global) and inst.func.name == _HISTORY_BUFFER:
                 if inst.built:
-                    raise _numpy_guard._refuse("a HistoryBuffer's state is set twice")
+                    raise numpy_guard._refuse("a HistoryBuffer's state is set twice")
                 inst.built = True
                 self._history_buffer_state(state)
             elif isinstance(inst, (Dict, List, tuple, str, bytes, int, float, bool, type(None), Storage)):

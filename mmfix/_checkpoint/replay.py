@@ -1,0 +1,206 @@
+"""The replay engine: a checkpoint's pickle read without executing it.
+
+The pickle is read by ``pickle_reader``, which builds, imports and runs nothing
+and is bounded in time and memory; so a malicious file can be read safely. The
+runtime uses it to name the globals of a refused file (``scan_globals``) and to
+check that a file's storages fit its records (``consistency_problem``); the
+``mmfix inspect`` report (``report``) is built on it too.
+"""
+from __future__ import annotations
+
+import io
+import os
+import struct
+import zipfile
+import zlib
+from collections import Counter, defaultdict
+from typing import Any
+
+from . import files, pickle_reader
+
+ITEMSIZE = {
+    "DoubleStorage": 8, "FloatStorage": 4, "HalfStorage": 2, "BFloat16Storage": 2, "LongStorage": 8,
+    "IntStorage": 4, "ShortStorage": 2, "CharStorage": 1, "ByteStorage": 1, "BoolStorage": 1,
+    "ComplexDoubleStorage": 16, "ComplexFloatStorage": 8, "QInt8Storage": 1, "QUInt8Storage": 1,
+    "QInt32Storage": 4, "UntypedStorage": 1,
+}
+_ALIGNMENT = 64  # torch >= 2.1 aligns every storage record; mmap needs it
+
+
+def _data_offset(raw: Any, header_offset: int) -> int:
+    """Where a zip member's bytes start: after its *local* header, whose extra
+    field (torch pads it for alignment) differs from the central directory's."""
+    raw.seek(header_offset)
+    header = raw.read(30)
+    name_len, extra_len = struct.unpack("<HH", header[26:30])
+    return header_offset + 30 + name_len + extra_len
+
+
+# torch's default weights_only allowlist for what checkpoints commonly hold: known
+# without importing torch (a second of start-up for `mmfix inspect` of a small file).
+_TORCH_DEFAULTS = frozenset(
+    {"collections.OrderedDict", "collections.Counter", "torch.Size", "torch.device", "torch.Tensor",
+     "torch.nn.parameter.Parameter", "torch.serialization._get_layout", "_codecs.encode", "builtins.set",
+     "builtins.bytearray", "builtins.complex", "torch._tensor._rebuild_from_type_v2",
+     "torch.storage.UntypedStorage", "torch.storage.TypedStorage"}
+    | {f"torch._utils._rebuild_{n}" for n in ("parameter", "parameter_with_state", "qtensor", "tensor",
+                                              "tensor_v2", "tensor_v3", "sparse_tensor",
+                                              "meta_tensor_no_storage", "nested_tensor", "wrapper_subclass",
+                                              "device_tensor_from_numpy", "device_tensor_from_cpu_tensor")}
+    | {f"torch.{t}Storage" for t in ("Double", "Float", "Half", "BFloat16", "Long", "Int", "Short", "Char",
+                                      "Byte", "Bool", "ComplexDouble", "ComplexFloat", "QInt8", "QUInt8",
+                                      "QInt32", "QUInt4x2", "QUInt2x4")}
+)
+
+
+def allowed_globals(names: Any) -> dict[str, bool]:
+    """name -> whether the safe loader allows it; imports torch only for names it must ask about."""
+    from . import safe_globals
+
+    ours = safe_globals.vetted_names() | safe_globals.user_trusted_names() | _TORCH_DEFAULTS
+    out = {name: name in ours for name in names}
+    if all(out.values()):
+        return out
+    try:
+        from torch import _weights_only_unpickler as wou
+
+        torch_names = set(wou._get_allowed_globals()) | set(wou._get_user_allowed_globals())
+    except Exception:  # torch absent or changed: report only what mmfix knows
+        return out
+    return {name: ok or name in torch_names for name, ok in out.items()}
+
+
+def replay_file(source: Any, reading: pickle_reader.Reading, record_sizes: dict[str, int],
+                 fmt: str) -> dict[str, Any]:
+    """Read the pickle of ``source`` (a path or a seekable binary file) into ``reading``;
+    returns facts about the container (mmap alignment)."""
+    facts: dict[str, Any] = {"mmap_possible": False}
+    if fmt == "zip":
+        with zipfile.ZipFile(source) as archive:
+            infos = archive.infolist()
+            if len(infos) > files.MAX_ENTRIES:
+                raise pickle_reader.PickleUnreadable(f"its zip directory lists {len(infos):,} records")
+            pkl = next((i for i in infos if i.filename.endswith("data.pkl")), None)
+            if pkl is None:
+                raise pickle_reader.PickleUnreadable("the archive holds no data.pkl record")
+            prefix = pkl.filename[: -len("data.pkl")]
+            aligned = isinstance(source, (str, os.PathLike))
+            raw = open(source, "rb") if aligned else None
+            try:
+                for info in infos:
+                    if info.filename.startswith(prefix + "data/"):
+                        record_sizes[info.filename[len(prefix + "data/"):]] = info.file_size
+                        if raw is not None:
+                            aligned &= info.compress_type == zipfile.ZIP_STORED and (
+                                _data_offset(raw, info.header_offset) % _ALIGNMENT == 0
+                            )
+            finally:
+                if raw is not None:
+                    raw.close()
+            facts["mmap_possible"] = bool(aligned)
+            if pkl.file_size > pickle_reader.MAX_BYTES:
+                raise pickle_reader.PickleUnreadable(
+                    f"its pickle claims {pkl.file_size:,} bytes, more than mmfix reads")
+            with archive.open(pkl) as stream:  # one read: ZipExtFile costs microseconds per call
+                data = stream.read(pickle_reader.MAX_BYTES + 1)
+            pickle_reader.read(io.BytesIO(data), reading)
+            return facts
+    fh = open(source, "rb") if isinstance(source, (str, os.PathLike)) else source
+    try:
+        # The pickles come first, the storages' bytes after them: read a bounded head once
+        # (a byte-at-a-time readline on the file costs a microsecond a byte).
+        head = io.BytesIO(fh.read(pickle_reader.MAX_BYTES))
+    finally:
+        if fh is not source:
+            fh.close()
+    for _ in range(3):  # magic number, protocol version, sys info
+        pickle_reader.read(head, pickle_reader.Reading())
+    pickle_reader.read(head, reading)
+    return facts
+
+
+_last: tuple[tuple[Any, ...], tuple[pickle_reader.Reading, dict[str, int]]] | None = None
+
+
+def _replay_source(source: Any) -> tuple[pickle_reader.Reading, dict[str, int]]:
+    """Read a path or a seekable file statically: (reading, storage record sizes);
+    a file object is left rewound. A refusal reads a file twice (is it damaged? which
+    globals?): the same unchanged path is read once."""
+    global _last
+    if isinstance(source, (str, os.PathLike)):
+        st = os.stat(source)
+        key = (os.path.realpath(source), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        if _last is not None and _last[0] == key:
+            return _last[1]
+        result = _replay_uncached(source)
+        _last = (key, result)
+        return result
+    return _replay_uncached(source)
+
+
+def _replay_uncached(source: Any) -> tuple[pickle_reader.Reading, dict[str, int]]:
+    if not isinstance(source, (str, os.PathLike)):
+        source.seek(0)
+    head = files.read_head(source)
+    reading = pickle_reader.Reading()
+    sizes: dict[str, int] = {}
+    try:
+        replay_file(source, reading, sizes, files.file_format(head or b""))
+    finally:
+        if not isinstance(source, (str, os.PathLike)):
+            source.seek(0)
+    return reading, sizes
+
+
+def scan_globals(source: Any) -> list[tuple[str, bool]]:
+    """(global, allowed) for every global ``source`` needs; nothing is built or imported."""
+    reading, _ = _replay_source(source)
+    return sorted(allowed_globals(reading.globals).items())
+
+
+def consistency_problem(source: Any) -> str | None:
+    """Why the pickle and the storage records of ``source`` do not fit together, or None."""
+    if files.file_format(files.read_head(source) or b"") != "zip":
+        return None
+    reading, sizes = _replay_source(source)
+    problem = _metadata_problem(source)
+    if problem:
+        return problem
+    for storage in reading.storages:
+        size = sizes.get(storage["key"])
+        if size is None:
+            return f"its pickle references storage record {storage['key']!r}, which the archive does not hold"
+        numel = storage["numel"]
+        itemsize = ITEMSIZE.get(storage["type"])
+        if numel is not None and itemsize is not None and numel * itemsize != size:
+            return (f"storage record {storage['key']!r} holds {size} bytes but the pickle expects "
+                    f"{numel * itemsize}")
+    return None
+
+
+def _metadata_problem(source: Any) -> str | None:
+    """The small records torch reads besides the pickle: version and byte order."""
+    with zipfile.ZipFile(source) as archive:
+        names = archive.namelist()
+        pkl = next(n for n in names if n.endswith("data.pkl"))
+        prefix = pkl[: -len("data.pkl")]
+        versions = [n for n in (prefix + "version", prefix + ".data/version") if n in names]
+        if not versions:
+            return "the archive has no version record, so torch.save did not write it whole"
+        for version_name in versions:
+            version = archive.read(version_name).strip()
+            if not version.isdigit() or len(version) > 9:
+                return f"its version record holds {version[:16]!r} instead of a small number"
+        if prefix + "byteorder" in names and archive.read(prefix + "byteorder").strip() not in (b"little", b"big"):
+            return "its byteorder record is neither 'little' nor 'big'"
+        for record in (".format_version", ".storage_alignment"):
+            if prefix + record in names and not archive.read(prefix + record).strip().isdigit():
+                return f"its {record} record is not a number"
+        if prefix + ".data/serialization_id" in names:
+            try:
+                archive.read(prefix + ".data/serialization_id").decode("ascii")
+            except UnicodeDecodeError:
+                return "its serialization_id record is not text"
+    if not isinstance(source, (str, os.PathLike)):
+        source.seek(0)
+    return None
