@@ -55,7 +55,8 @@ def _cmd_hook(args: argparse.Namespace) -> int:
             _print_json(data)
         else:
             print(f"site-packages: {data['site_dir']}")
-            for name, state in data["files"].items():  # type: ignore[union-attr]
+            files: dict[str, str] = data["files"]  # type: ignore[assignment]
+            for name, state in files.items():
                 print(f"  {name}: {state}")
     return 0
 
@@ -189,7 +190,7 @@ def _cmd_convert_config(args: argparse.Namespace) -> int:
         kind, source, converted, report = load(args.config)
     except ConfigConversionError as exc:
         print(exc.message, file=sys.stderr)
-        return exc.code
+        return exc.exit_status
     if kind == "3.x":
         print(f"mmfix convert-config: {args.config} is already a 3.x config (no 2.x keys); nothing to convert.",
               file=sys.stderr)
@@ -295,7 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except MmfixUsageError as exc:
             named = exc.message.startswith("mmfix") or exc.message.split(" ")[0].endswith(":")
             print(exc.message if named else f"mmfix: {exc.message}", file=sys.stderr)
-            return exc.code
+            return exc.exit_status
 
     return _quiet_broken_pipe(command)
 
@@ -327,5 +328,5 @@ def run_main() -> int:
         run(argv)
     except MmfixUsageError as exc:
         print(exc.message, file=sys.stderr)
-        return exc.code
+        return exc.exit_status
     return 0  # pragma: no cover - run() never returns

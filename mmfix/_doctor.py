@@ -194,7 +194,7 @@ def new_python(env: dict[str, str] | None = None) -> dict[str, Any]:
             "pth_hook_installed": hook.status()["installed"],
             "sitecustomize_on_pythonpath": _mmfix_sitecustomize_on(pythonpath),
             "inside_mmfix_run": BOOTSTRAP_DIR in pythonpath,
-            "pythonstartup_interactive_only": bool(startup) and os.path.abspath(startup) == os.path.abspath(
+            "pythonstartup_interactive_only": bool(startup) and os.path.abspath(startup or "") == os.path.abspath(
                 interactive_startup.__file__),
         },
     }

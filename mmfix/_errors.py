@@ -25,6 +25,7 @@ class MmfixUsageError(SystemExit):
         super().__init__(code)
         self.message = message
         self.code = code
+        self.exit_status = code  # SystemExit.code is typed loosely (str | int | None)
 
     def __str__(self) -> str:
         return self.message

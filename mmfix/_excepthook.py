@@ -24,6 +24,7 @@ from ._ranks import process_rank
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
     from types import TracebackType
+    from typing import Any
 
 
 def _ours(exc_type: type[BaseException]) -> bool:
@@ -88,7 +89,7 @@ def install() -> None:
 
 def _installed_below() -> bool:
     # worker_errors may have wrapped ours since: walk its chain too.
-    hook = sys.excepthook
+    hook: Any = sys.excepthook
     while hook is not None:
         if hook is _excepthook:
             return True

@@ -68,7 +68,7 @@ def activate_and_chain(sitecustomize_file: str, door: str = "sitecustomize") -> 
         import importlib.util
 
         if importlib.util.find_spec("sitecustomize") is not None:
-            import sitecustomize as chained  # type: ignore[import-not-found, no-redef]
+            import sitecustomize as chained  # type: ignore[import-not-found, no-redef, unused-ignore]
     except Exception as exc:
         # The user's sitecustomize failed on its own; Python would print this too.
         sys.stderr.write(f"Error in the sitecustomize chained by mmfix: {exc!r}\n")

@@ -39,7 +39,7 @@ def _wrapper_types() -> tuple[type, type]:
         return _types
     import wrapt
 
-    class MmfixBoundFunctionWrapper(wrapt.BoundFunctionWrapper):  # type: ignore[misc]
+    class MmfixBoundFunctionWrapper(wrapt.BoundFunctionWrapper):  # type: ignore[misc, unused-ignore]
         def __reduce_ex__(self, protocol: Any) -> Any:
             instance = self._self_instance
             if instance is None:
@@ -62,7 +62,7 @@ def _wrapper_types() -> tuple[type, type]:
         def __deepcopy__(self, memo: Any) -> Any:
             return self
 
-    class MmfixFunctionWrapper(wrapt.FunctionWrapper):  # type: ignore[misc]
+    class MmfixFunctionWrapper(wrapt.FunctionWrapper):  # type: ignore[misc, unused-ignore]
         __bound_function_wrapper__ = MmfixBoundFunctionWrapper
 
         def __reduce_ex__(self, protocol: Any) -> Any:
@@ -151,7 +151,7 @@ def wrap(target: Any, path: str, body: WrapperFn) -> Swap:
         swaps.append(Swap(parent, name, wrapper, original, created))
         return wrapper
 
-    wrapt.wrap_object(parent, name, factory)
+    wrapt.wrap_object(parent, name, factory)  # type: ignore[arg-type, unused-ignore]
     return swaps[0]
 
 

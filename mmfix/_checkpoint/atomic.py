@@ -39,7 +39,7 @@ def _pid_alive(pid: int) -> bool:
 
 def remove_stale_temps(folder: str) -> list[str]:
     """Temporary files of writers that died (SIGKILL, node crash) before renaming."""
-    removed = []
+    removed: list[str] = []
     try:
         names = os.listdir(folder)
     except OSError:
@@ -224,7 +224,10 @@ def _replace_atomically(path: str, write: Callable[[_StreamingFile], None], need
 
 def write_bytes(path: str, data: bytes | memoryview) -> None:
     """Atomically replace ``path`` with ``data``."""
-    _replace_atomically(path, lambda fh: fh.write(data), lambda: len(data))
+    def write(fh: _StreamingFile) -> None:
+        fh.write(data)
+
+    _replace_atomically(path, write, lambda: len(data))
 
 
 def save_torch(obj: Any, path: str) -> None:
@@ -232,7 +235,7 @@ def save_torch(obj: Any, path: str) -> None:
     MMEngine serialises into memory and copies it out)."""
     import torch
 
-    _replace_atomically(path, lambda fh: torch.save(obj, fh), lambda: _stored_bytes(obj))
+    _replace_atomically(path, lambda fh: torch.save(obj, fh), lambda: _stored_bytes(obj))  # type: ignore[arg-type]
 
 
 class AtomicTextFile(io.StringIO):

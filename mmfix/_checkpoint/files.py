@@ -30,7 +30,7 @@ def describe_source(f: Any) -> str:
 
 def path_of(f: Any) -> str | None:
     if isinstance(f, (str, os.PathLike)):
-        return os.fspath(f)  # type: ignore[return-value]
+        return str(os.fspath(f))
     name = getattr(f, "name", None)
     return name if isinstance(name, str) else None
 

@@ -165,7 +165,9 @@ class DtypeBuilder:
             dtype = np.dtype(self.spec)
         except (TypeError, ValueError) as exc:
             raise _refuse(f"numpy does not know dtype {self.spec!r} ({exc})") from None
-        self.dtype = dtype.newbyteorder(order) if order in "<>" and dtype.byteorder not in ("|", order) else dtype
+        if order in "<>" and dtype.byteorder not in ("|", order):
+            dtype = dtype.newbyteorder(order)  # type: ignore[arg-type, unused-ignore]
+        self.dtype = dtype
         _load.made += 1
 
     def built(self) -> Any:

@@ -340,9 +340,9 @@ class _Machine:
                     raise numpy_guard._refuse("it puts numpy data in a tensor's attributes, where numpy never "
                                                "writes it")
             elif name == "builtins.bytearray":
-                size = args[0] if isinstance(args, tuple) and len(args) == 1 else None
-                if type(size) is int and size > MAX_BYTES:
-                    self.problem(f"it asks bytearray() for {size:,} bytes, which no checkpoint holds; loading "
+                requested = args[0] if isinstance(args, tuple) and len(args) == 1 else None
+                if type(requested) is int and requested > MAX_BYTES:
+                    self.problem(f"it asks bytearray() for {requested:,} bytes, which no checkpoint holds; loading "
                                  "it may exhaust this machine's memory")
             elif name == "builtins.set":
                 members = args[0] if isinstance(args, tuple) and len(args) == 1 else None

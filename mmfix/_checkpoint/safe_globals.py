@@ -120,7 +120,8 @@ def _real_name(obj: Any) -> str | None:
 
 def _underlying(obj: Any) -> list[Any]:
     """``obj`` and whatever it wraps or is bound to (partials, decorators, bound methods)."""
-    out, todo = [], [obj]
+    out: list[Any] = []
+    todo = [obj]
     while todo and len(out) < 32:
         item = todo.pop()
         if any(item is seen for seen in out):
@@ -163,11 +164,11 @@ def object_problem(obj: Any, name: str) -> str | None:
         if isinstance(module, str) and _module_is_hostile(module):
             real = _real_name(item) or module
             return f"it is {real}, which runs code or reaches files, processes or the network"
-    real = _real_name(obj)
-    if real is None or real != name:
-        return (f"the name {name!r} does not name the object itself (that is {real or type(obj).__name__!r}); "
+    real_name = _real_name(obj)
+    if real_name is None or real_name != name:
+        return (f"the name {name!r} does not name the object itself (that is {real_name or type(obj).__name__!r}); "
                 "only an object's own module.qualname can be trusted")
-    root = real.split(".")[0]
+    root = real_name.split(".")[0]
     if root in _NEVER_TRUSTED:
         return (f"{NEVER_TRUSTED_REASON} {root}'s classes and functions: they build what a config names, touch "
                 "files or allocate what they are told")
@@ -255,7 +256,7 @@ def _guard_history_buffer(real: type) -> type:
     state it touches is what constructing any buffer does: MMEngine's own defaults.
     """
 
-    class HistoryBuffer(real):  # type: ignore[misc, valid-type]
+    class HistoryBuffer(real):  # type: ignore[misc, valid-type, unused-ignore]
         def __new__(cls, *args: Any, **kwargs: Any) -> Any:
             if args or kwargs:
                 raise pickle.UnpicklingError("mmfix: the checkpoint constructs a HistoryBuffer with arguments; "
@@ -274,7 +275,7 @@ def _guard_history_buffer(real: type) -> type:
             methods = state.pop("statistics_methods", {})
             if not isinstance(methods, dict):
                 raise pickle.UnpicklingError("mmfix: a HistoryBuffer's statistics methods are not a dict")
-            registry = real._statistics_methods
+            registry = real._statistics_methods  # type: ignore[attr-defined]
             for name, method in methods.items():
                 expected = registry.get(name, builtins.getattr(real, name, None) if name in _STATISTICS else None)
                 if not isinstance(name, str) or expected is None or method is not expected:

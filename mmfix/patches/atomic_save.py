@@ -31,7 +31,7 @@ def apply() -> str | None:
     # global of that name takes precedence inside that module only.
     if "open" in vars(checkpoint_hook):
         raise RuntimeError("mmengine.hooks.checkpoint_hook already defines `open`; not patching it")
-    checkpoint_hook.open = atomic.open_atomic  # type: ignore[attr-defined]
+    checkpoint_hook.open = atomic.open_atomic  # type: ignore[attr-defined, unused-ignore]
     _swaps.on_undo(lambda: _drop_open(checkpoint_hook))
     return None
 
