@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from conftest import clean_env, run_python
 
 PROBE = """
@@ -77,6 +79,7 @@ importlib.reload  # reloading mmfix is not a supported door
     assert out["status"]["front_doors"] == ["pth", "start", "enable()"]
 
 
+@pytest.mark.slow
 def test_global_switch_changes_nothing() -> None:
     env = clean_env(MMFIX_DISABLE="1")
     proc = run_python(
@@ -123,6 +126,7 @@ def test_bad_boolean_is_reported_and_default_kept() -> None:
     assert proc.stdout.strip() == "true"
 
 
+@pytest.mark.slow
 def test_disable_restores_exact_objects_and_enable_reapplies() -> None:
     code = """
 import torch, torch.serialization
@@ -236,6 +240,7 @@ print(_log.info("hello-info"), _log.info("hello-info"), _log.error("an-error"), 
     assert out2.stdout.split() == ["False", "False", "True", "False"]
 
 
+@pytest.mark.slow
 def test_messages_land_in_mmengine_log_when_mmengine_is_loaded(tmp_path) -> None:
     code = f"""
 from mmengine.logging import MMLogger

@@ -11,6 +11,8 @@ import pytest
 
 from conftest import CONFIG, REPO, TRAIN, clean_env, run, run_python
 
+pytestmark = pytest.mark.slow  # real MMEngine trainings and loads in subprocesses
+
 FIXTURES = REPO / "tests" / "fixtures"
 MMFIX_RUN = str(Path(sys.executable).parent / "mmfix-run")
 

@@ -68,6 +68,7 @@ def test_status_says_pythonstartup_is_for_interactive_sessions_only() -> None:
     assert "applies to interactive `python` sessions only" in text
 
 
+@pytest.mark.slow
 def test_doctor_reports_the_new_python_not_its_own_process() -> None:
     env = shell_env(PYTHONPATH=str(REPO / "sitecustomize_example"))
     report = json.loads(run([*MMFIX, "doctor", "--json"], env=env, check=True).stdout)
@@ -110,6 +111,7 @@ def test_every_subcommand_help_describes_it_and_its_options() -> None:
 
 @pytest.mark.parametrize("command", [[*MMFIX, "doctor"], [*MMFIX, "status", "--json"], [*MMFIX, "--help"],
                                      [MMFIX_RUN, "--help"]], ids=["doctor", "status", "help", "mmfix-run-help"])
+@pytest.mark.slow
 def test_output_into_a_closed_pipe_ends_quietly(command: list[str]) -> None:
     # The reader is gone before the first write, as with `| head` once head has its lines.
     read, write = os.pipe()
@@ -120,6 +122,7 @@ def test_output_into_a_closed_pipe_ends_quietly(command: list[str]) -> None:
     assert err == "" and proc.returncode in (0, 141), (proc.returncode, err)
 
 
+@pytest.mark.slow
 def test_errors_print_with_their_public_name_and_no_traceback(tmp_path: Path) -> None:
     garbage = tmp_path / "epoch_1.pth"
     garbage.write_bytes(b"not a checkpoint at all")

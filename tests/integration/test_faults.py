@@ -14,6 +14,8 @@ import torch
 
 from conftest import REPO, TRAIN, clean_env, processes_mentioning, run
 
+pytestmark = pytest.mark.slow  # trainings killed and resumed
+
 DDP_CONFIG = REPO / "tests" / "configs" / "toy_ddp.py"
 MMFIX_RUN = str(Path(sys.executable).parent / "mmfix-run")
 BALLAST_MB = 100

@@ -59,6 +59,7 @@ def script(tmp_path: Path) -> Path:
 
 # 1. `import mmfix` as the first line --------------------------------------------------------
 
+@pytest.mark.slow
 def test_import_first_line_of_script_and_of_a_package_main(tmp_path: Path) -> None:
     script = tmp_path / "train.py"
     script.write_text("import mmfix\n" + SCRIPT_NO_IMPORT)
@@ -107,6 +108,7 @@ def test_sitecustomize_with_python_m(tmp_path: Path) -> None:
     assert out["active"] and out["doors"] == ["sitecustomize"]
 
 
+@pytest.mark.slow
 def test_sitecustomize_is_skipped_by_dash_s_and_dash_i(script: Path) -> None:
     site_packages = [p for p in sys.path if p.endswith("site-packages")]
     env = clean_env(PYTHONPATH=os.pathsep.join([str(REPO / "sitecustomize_example"), str(REPO), *site_packages]))
@@ -145,6 +147,7 @@ def hooked_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return py
 
 
+@pytest.mark.slow
 def test_hook_install_status_uninstall(hooked_venv: Path, script: Path) -> None:
     py = str(hooked_venv)
     proc = run([py, "-m", "mmfix", "hook", "status", "--json"], check=True)
@@ -200,6 +203,7 @@ def _mmfix_run() -> str:
     return str(Path(sys.executable).parent / "mmfix-run")
 
 
+@pytest.mark.slow
 def test_mmfix_run_activates_in_command_and_python_children(tmp_path: Path, script: Path) -> None:
     user = _user_sitecustomize(tmp_path)
     parent = tmp_path / "parent.py"
@@ -245,6 +249,7 @@ def test_mmfix_run_usage_errors() -> None:
 
 # 5. PYTHONSTARTUP --------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_pythonstartup_is_interactive_only(script: Path) -> None:
     path = run([sys.executable, "-m", "mmfix", "startup-file"], check=True).stdout.strip()
     env = clean_env(PYTHONSTARTUP=path)

@@ -17,6 +17,8 @@ import pytest
 
 from conftest import REPO, clean_env, run
 
+pytestmark = pytest.mark.slow  # thousands of crafted files
+
 FIXTURES = REPO / "tests" / "fixtures"
 CASES = 4000
 CHUNK = 1000

@@ -15,6 +15,8 @@ import pytest
 from checkpoint_payloads import build_corpus, payloads
 from conftest import clean_env, run, run_python
 
+pytestmark = pytest.mark.slow  # every payload through every loader
+
 LOADERS = {
     "torch.load": "torch.load(path)",
     "torch.load(weights_only=False) from MMEngine": "as_mmengine(path)",

@@ -17,6 +17,8 @@ import pytest
 
 from conftest import clean_env, run
 
+pytestmark = pytest.mark.slow  # every import order in a fresh interpreter
+
 from mmfix.patches import PATCHES
 
 PROBE = r"""
@@ -110,7 +112,6 @@ ORDERINGS = sorted({_insert(b, i, j) for b in BASES for j in range(len(b) + 1) f
                       for i in range(6)})
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("events", ORDERINGS, ids=["-".join(o) for o in ORDERINGS])
 def test_every_patch_survives_the_ordering(events: tuple[str, ...], tmp_path: Path) -> None:
     env = clean_env(LOCAL_RANK="0", TORCHELASTIC_ERROR_FILE=str(tmp_path / "error.json"),

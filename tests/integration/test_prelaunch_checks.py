@@ -15,6 +15,8 @@ import pytest
 
 from conftest import REPO, TRAIN, clean_env, run
 
+pytestmark = pytest.mark.slow  # launch attempts
+
 DDP_CONFIG = REPO / "tests" / "configs" / "toy_ddp.py"
 MMFIX_RUN = str(Path(sys.executable).parent / "mmfix-run")
 RECORDER = """

@@ -14,6 +14,8 @@ import torch
 
 from conftest import REPO, TRAIN, clean_env, run, run_python
 
+pytestmark = pytest.mark.slow  # torchrun runs
+
 DDP_CONFIG = REPO / "tests" / "configs" / "toy_ddp.py"
 MMFIX_RUN = str(Path(sys.executable).parent / "mmfix-run")
 

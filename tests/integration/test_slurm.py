@@ -17,6 +17,8 @@ import torch
 
 from conftest import EXAMPLES, REPO, TRAIN, clean_env, run
 
+pytestmark = pytest.mark.slow  # srun runs on a real cluster
+
 DDP_CONFIG = REPO / "tests" / "configs" / "toy_ddp.py"
 MMFIX_RUN = str(Path(sys.executable).parent / "mmfix-run")
 

@@ -6,7 +6,11 @@ import json
 from pathlib import Path
 
 import mmfix as mmfix_package
+import pytest
+
 from conftest import clean_env, run_python
+
+pytestmark = pytest.mark.slow  # object-by-object comparison in fresh interpreters
 
 FINGERPRINT = """
 import argparse, json, sys, types

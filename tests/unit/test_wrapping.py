@@ -101,6 +101,7 @@ print("ok")
     assert run_python(code).stdout.strip() == "ok"
 
 
+@pytest.mark.slow
 def test_wrapper_in_a_spawned_worker() -> None:
     code = """
 import mmfix, torch, torch.multiprocessing as mp
@@ -123,6 +124,7 @@ if __name__ == "__main__":
     assert proc.stdout.strip() == "True"
 
 
+@pytest.mark.slow
 def test_supported_wrapt_1x(tmp_path) -> None:
     """pyproject says wrapt>=1.14,<3: the oldest supported major gets the same checks."""
     target = tmp_path / "wrapt1"
