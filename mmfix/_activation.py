@@ -30,7 +30,7 @@ REMOVED = "removed"  # mmfix.disable() undid it
 
 
 class _PatchState:
-    __slots__ = ("name", "state", "reason", "hook", "module", "inner_hooks")
+    __slots__ = ("name", "state", "reason", "hook", "module")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -38,9 +38,6 @@ class _PatchState:
         self.reason = "not activated"
         self.hook: Any = None
         self.module: Any = None
-        # Post-import hooks the patch registered inside apply(): remove() cannot see
-        # them, so a later enable() would otherwise patch twice when they fire.
-        self.inner_hooks: list[Any] = []
 
 
 _patches: dict[str, _PatchState] = {name: _PatchState(name) for name in PATCHES}
@@ -66,8 +63,7 @@ def _make_hook(state: _PatchState) -> Any:
                 __import__(module_name)
                 patch = sys.modules[module_name]
                 state.module = patch
-                with _importhooks.collect() as state.inner_hooks:
-                    skip = patch.apply()
+                skip = patch.apply()
             except Exception as exc:
                 # An exception escaping here would make `import torch` fail.
                 # Roll back whatever the patch managed to swap, keep the originals.
@@ -90,14 +86,7 @@ def _make_hook(state: _PatchState) -> Any:
     return hook
 
 
-def _cancel_inner_hooks(state: _PatchState) -> None:
-    for inner in state.inner_hooks:
-        _importhooks.cancel(inner)
-    state.inner_hooks = []
-
-
 def _rollback(state: _PatchState) -> None:
-    _cancel_inner_hooks(state)
     patch = state.module
     if patch is None:
         return
@@ -147,8 +136,7 @@ def deactivate(only: Iterable[str] | None = None) -> None:
             if state.hook is not None:
                 _importhooks.cancel(state.hook)
                 state.hook = None
-            _cancel_inner_hooks(state)
-            if state.state == ACTIVE:
+            if state.state in (ACTIVE, SKIPPED):  # a skip may come after part of the work
                 _rollback(state)
             if state.state in (ACTIVE, PENDING, SKIPPED, FAILED, DISABLED):
                 state.state, state.reason = REMOVED, "mmfix.disable() was called"

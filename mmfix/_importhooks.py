@@ -31,9 +31,6 @@ _pending: dict[str, list[Hook]] = {}
 # Names whose spec lookup is in progress in this thread of control; the finder
 # steps aside for them so that it can ask the other finders without recursing.
 _in_lookup: set[str] = set()
-# While a patch's apply() runs, the hooks it registers are collected here, so that
-# its remove() can cancel them too (see ``collect``).
-_collecting: list[list[Hook]] = []
 
 
 def _run_hooks(module: ModuleType, hooks: list[Hook]) -> None:
@@ -50,26 +47,9 @@ def when_imported(name: str, hook: Hook) -> None:
         module = sys.modules.get(name)
         if module is None:
             _pending.setdefault(name, []).append(hook)
-            if _collecting:
-                _collecting[-1].append(hook)
             _install_finder()
             return
     _run_hooks(module, [hook])
-
-
-class collect:
-    """``with collect() as hooks:`` gathers the hooks registered (and still pending)
-    inside the block, so whoever started the block can ``cancel`` them later."""
-
-    def __enter__(self) -> list[Hook]:
-        hooks: list[Hook] = []
-        with _lock:
-            _collecting.append(hooks)
-        return hooks
-
-    def __exit__(self, *exc: object) -> None:
-        with _lock:
-            _collecting.pop()
 
 
 def cancel(hook: Hook) -> None:

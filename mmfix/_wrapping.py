@@ -195,6 +195,13 @@ class SwapSet:
         if (other := install_alias(swap, owner, name)) is not None:
             self._undo.append(other.undo)
 
+    def when_imported(self, module: str, hook: Callable[[Any], None]) -> None:
+        """A post-import hook that belongs to this patch: undo cancels it if it has not run."""
+        from . import _importhooks
+
+        _importhooks.when_imported(module, hook)
+        self._undo.append(lambda: _importhooks.cancel(hook))
+
     def on_undo(self, step: Callable[[], Any]) -> None:
         """Any other change apply() made (a module global, an excepthook) and how to take it back."""
         self._undo.append(step)

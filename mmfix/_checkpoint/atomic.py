@@ -203,22 +203,23 @@ def _replace_atomically(path: str, write: Callable[[_StreamingFile], None], need
             write(fh)
             fh.finish()
         os.replace(tmp, path)
-    except (OSError, RuntimeError) as exc:
+    except (OSError, RuntimeError) as failure:
         try:
             os.remove(tmp)
         except OSError:
             pass
+        error: OSError | RuntimeError = failure
         if fh is not None and fh.error is not None:
-            exc = fh.error  # torch's zip writer hides the OSError behind "unexpected pos"
-        if isinstance(exc, RuntimeError):
-            if "write" not in str(exc).lower():
+            error = fh.error  # torch's zip writer hides the OSError behind "unexpected pos"
+        if isinstance(error, RuntimeError):
+            if "write" not in str(error).lower():
                 raise
             # torch's zip writer may report a failed write without an errno: tell a
             # full disk from other failures by what was needed and what is free.
             free = free_bytes(folder)
             code = errno.ENOSPC if free is not None and free < needed() + (1 << 20) else errno.EIO
-            exc = OSError(code, os.strerror(code))
-        raise _save_error(path, needed(), exc) from None
+            error = OSError(code, os.strerror(code))
+        raise _save_error(path, needed(), error) from None
     fsync_dir(folder)
 
 

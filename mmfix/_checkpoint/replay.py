@@ -12,8 +12,6 @@ import io
 import os
 import struct
 import zipfile
-import zlib
-from collections import Counter, defaultdict
 from typing import Any
 
 from . import files, pickle_reader

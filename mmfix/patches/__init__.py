@@ -7,10 +7,11 @@ The protocol every patch module follows:
   ``mmfix.status()``). An exception means failure: the activation layer then
   calls ``remove()`` to roll back whatever was done, logs once and leaves the
   originals in place, so the import that triggered the patch never breaks.
-* ``remove()`` undoes everything ``apply()`` did: every attribute it swapped
-  (through one ``_wrapping.SwapSet``) and every other change (module globals,
-  excepthooks). Post-import hooks that ``apply()`` registered are cancelled by
-  the activation layer, which records them while ``apply()`` runs.
+* ``remove()`` undoes everything ``apply()`` did, recorded in the patch's one
+  ``_wrapping.SwapSet``: every attribute it swapped (and each alias), every
+  post-import hook it registered (``SwapSet.when_imported``) and every other
+  change (``SwapSet.on_undo``: module globals, excepthooks). It may be called
+  when nothing, or only part, was applied.
 * A patch never imports torch or MMEngine at module level: its module is
   imported only when its trigger module has been.
 

@@ -13,7 +13,7 @@ import contextlib
 import os
 from typing import Any, Callable, Iterator
 
-from .. import _importhooks, _log, _settings, _wrapping
+from .. import _log, _settings, _wrapping
 
 _swaps = _wrapping.SwapSet()
 
@@ -35,8 +35,8 @@ def apply() -> str | None:
 
         _swaps.wrap(MMDistributedDataParallel, "__init__", _ddp_init)
 
-    _importhooks.when_imported("mmengine.runner.runner", _guarded(alias_in_runner))
-    _importhooks.when_imported("mmengine.model", _guarded(wrap_ddp))
+    _swaps.when_imported("mmengine.runner.runner", _guarded(alias_in_runner))
+    _swaps.when_imported("mmengine.model", _guarded(wrap_ddp))
     return None
 
 

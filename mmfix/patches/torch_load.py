@@ -11,7 +11,7 @@ import pickle
 import re
 from typing import Any, Callable
 
-from .. import _importhooks, _log, _settings, _wrapping
+from .. import _log, _settings, _wrapping
 from .._checkpoint import diagnosis, files, numpy_guard, safe_globals, shared_load
 from .._errors import CheckpointCorruptError, CheckpointError, CheckpointRefusedError
 from ._cpu_map import cpu_by_default
@@ -36,7 +36,7 @@ def apply() -> str | None:
         return f"torch {torch.__version__} predates weights_only allowlists (needs torch >= 2.4)"
     safe_globals.register_builtin()
     # MMEngine may be imported after torch: allow its HistoryBuffer the moment it exists.
-    _importhooks.when_imported("mmengine.logging.history_buffer", _register_history_buffer)
+    _swaps.when_imported("mmengine.logging.history_buffer", _register_history_buffer)
     _swaps.wrap(torch.serialization, "load", _patched_load, aliases=((torch, "load"),))
     return None
 
