@@ -10,9 +10,12 @@ was given.
 from __future__ import annotations
 
 import os
-from typing import Mapping, Optional
 
-Env = Optional[Mapping[str, str]]
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover - typing costs ~5 ms of every interpreter's start-up
+    from typing import Mapping, Optional
+
+    Env = Optional[Mapping[str, str]]
 
 
 def _int(env: Env, name: str) -> int | None:
