@@ -21,7 +21,6 @@ LEGACY_SCHEDULE_RUNTIME_KEYS = ("optimizer", "optimizer_config", "lr_config", "m
 
 _SUPPORTED_POLICIES = ("step", "fixed", "CosineAnnealing", "FlatCosineAnnealing", "poly", "exp", "CosineRestart",
                        "OneCycle", "YOLOX")
-_WARMUPS = ("linear", "constant", "exp")
 
 
 class Loop:
@@ -136,30 +135,38 @@ def _span(loop: Loop, by_epoch: bool) -> dict[str, Any]:
     return {"begin": 0, "end": loop.length, "by_epoch": False}
 
 
-def _warmup(lr: dict[str, Any], report: Report) -> dict[str, Any] | None:
+def _warmup(lr: dict[str, Any], report: Report) -> list[dict[str, Any]]:
     kind = lr.pop("warmup", None)
     iters = lr.pop("warmup_iters", 0)
     ratio = lr.pop("warmup_ratio", 0.1)
     by_epoch = lr.pop("warmup_by_epoch", False)
     if kind is None:
-        return None
+        return []
     span: dict[str, Any] = {"by_epoch": bool(by_epoch), "begin": 0, "end": iters}
     if by_epoch:
         span["convert_to_iter_based"] = True  # 2.x warmed up every iteration of those epochs
     if kind == "linear":
-        return {"type": "LinearLR", "start_factor": ratio, **span}
+        return [{"type": "LinearLR", "start_factor": ratio, **span}]
     if kind == "constant":
-        return {"type": "ConstantLR", "factor": ratio, **span}
+        return [{"type": "ConstantLR", "factor": ratio, **span}]
     if kind == "exp":
-        # 2.x: lr * ratio ** (1 - t / T), i.e. geometric growth from ratio to 1:
-        # ExponentialLR multiplies by gamma each step, starting from the base lr,
-        # so the start has to be set by a factor first -- not expressible in one
-        # 3.x scheduler; this is the only warm-up MMEngine lacks.
-        raise ConfigConversionError("lr_config.warmup", kind, "3.x warm-ups are LinearLR (warmup='linear') and "
-                                    "ConstantLR (warmup='constant'); write param_scheduler by hand for an "
-                                    "exponential warm-up, or use warmup='linear'.")
-    raise ConfigConversionError("lr_config.warmup", kind, "3.x offers 'linear' (LinearLR) and 'constant' "
-                                "(ConstantLR) warm-ups.")
+        if by_epoch or not iters:
+            # ExponentialLR keeps its per-step gamma when converted from epochs, and the number of
+            # iterations per epoch is unknown here, so the growth rate cannot be written down.
+            raise ConfigConversionError("lr_config.warmup", "exp (with warmup_by_epoch=True)", "3.x writes an "
+                                        "exponential warm-up per iteration (ConstantLR + ExponentialLR over "
+                                        "warmup_iters iterations); give warmup_iters in iterations "
+                                        "(warmup_by_epoch=False), or use warmup='linear'.")
+        # 2.x: lr * ratio ** (1 - t / T) for t < T, then lr. MMEngine's schedulers multiply: a ConstantLR
+        # that never ends sets the start (ratio), an ExponentialLR with gamma = ratio ** (-1 / T) grows it
+        # for T steps, ending at ratio * gamma ** T == 1.
+        report.note(f"lr_config.warmup='exp': written as ConstantLR(factor={ratio}) (for the whole run) and "
+                    f"ExponentialLR(gamma=ratio ** (-1 / {iters})) over the first {iters} iterations")
+        return [{"type": "ConstantLR", "factor": ratio, "by_epoch": False, "begin": 0},
+                {"type": "ExponentialLR", "gamma": float(ratio) ** (-1.0 / iters), "by_epoch": False, "begin": 0,
+                 "end": iters + 1}]
+    raise ConfigConversionError("lr_config.warmup", kind, "3.x offers 'linear' (LinearLR), 'constant' "
+                                "(ConstantLR) and 'exp' (ConstantLR + ExponentialLR) warm-ups.")
 
 
 def convert_lr_config(src: dict[str, Any], out: dict[str, Any], report: Report, loop: Loop,
@@ -176,9 +183,7 @@ def convert_lr_config(src: dict[str, Any], out: dict[str, Any], report: Report, 
         if policy == "YOLOX":
             schedulers = _yolox(lr, loop, base_lr, report)
         else:
-            warmup = _warmup(lr, report)
-            if warmup is not None:
-                schedulers.append(warmup)
+            schedulers.extend(_warmup(lr, report))
             main = _main_policy(policy, lr, loop, by_epoch, base_lr)
             if main is not None:
                 schedulers.append(main)
@@ -245,6 +250,11 @@ def _main_policy(policy: Any, lr: dict[str, Any], loop: Loop, by_epoch: bool,
             else:
                 target.update(by_epoch=True, convert_to_iter_based=True, begin=0, end=loop.length)
         return target
+    if policy in ("cyclic", "Cyclic"):
+        raise ConfigConversionError("lr_config.policy", policy, "MMEngine has no cyclic lr scheduler: its "
+                                    "OneCycleLR (policy='OneCycle') is the closest (one cycle; it reaches the peak "
+                                    "one step earlier than 2.x's cyclic policy); write param_scheduler=[dict("
+                                    "type='OneCycleLR', ...)] by hand, or chain LinearLR/CosineAnnealingLR phases.")
     raise ConfigConversionError("lr_config.policy", policy, "3.x's param_scheduler offers these 2.x policies: "
                                 + ", ".join(repr(p) for p in _SUPPORTED_POLICIES)
                                 + " (as MultiStepLR/StepLR, CosineAnnealingLR, PolyLR, ExponentialLR, "

@@ -45,6 +45,21 @@ class _State:
         self.seg_scale_factor: float | None = None
         self.tta: dict[str, Any] | None = None
         self.batch_pad: Any = None
+        self.pad_values: dict[str, Any] = {}
+
+
+def _pad_values(pad_val: Any) -> dict[str, Any]:
+    """2.x Pad's pad_val (img 0, masks 0, seg 255 by default) -> the data preprocessor's non-default values."""
+    if pad_val is None:
+        return {}
+    if not isinstance(pad_val, dict):
+        pad_val = {"img": pad_val}
+    out = {}
+    for key, target, default in (("img", "pad_value", 0), ("masks", "mask_pad_value", 0),
+                                 ("seg", "seg_pad_value", 255)):
+        if key in pad_val and pad_val[key] != default:
+            out[target] = pad_val[key]
+    return out
 
 
 # ----------------------------------------------------------------------------- pipelines
@@ -142,8 +157,16 @@ def _transform(t: dict[str, Any], report: Report, state: _State, *, test: bool, 
     if kind == "Pad":
         if "size_divisor" in t and "size" not in t and not t.get("pad_to_square"):
             state.pad_divisor = t["size_divisor"]
+            values = _pad_values(t.get("pad_val"))
+            image_value = values.pop("pad_value", None)
+            state.pad_values = values
             report.moved(f"{where}: Pad(size_divisor)", "model.data_preprocessor.pad_size_divisor")
-            return None
+            if image_value is None:
+                return None
+            # The data preprocessor pads normalised images with one number; an image pad value such as
+            # (128, 128, 128) applied before Normalize stays a Pad transform (the preprocessor's
+            # padding is then a no-op on these already divisible images).
+            return {"type": "Pad", "size_divisor": t["size_divisor"], "pad_val": {"img": image_value}}
         if "size" in t and not test and not t.get("pad_to_square") and isinstance(t.get("pad_val", 0), (int, float)) \
                 and not t.get("pad_val", 0):
             # A fixed-size zero pad after Normalize: 3.x pads the normalised batch to that size.
@@ -195,6 +218,10 @@ def _transform(t: dict[str, Any], report: Report, state: _State, *, test: bool, 
         return {"type": "RandomChoice", "transforms": policies}
     if kind == "Expand":
         return t
+    if kind == "RandomShift" and "shift_ratio" in t:
+        t["prob"] = t.pop("shift_ratio")
+        report.moved(f"{where}: RandomShift.shift_ratio", "RandomShift.prob")
+        return t
     # Same name and arguments in 3.x: PhotoMetricDistortion, MinIoURandomCrop, RandomCrop, Mosaic,
     # RandomAffine, MixUp, YOLOXHSVRandomAug, FilterAnnotations, CutOut, RandomCenterCropPad, ...
     return t
@@ -220,8 +247,6 @@ def _flip_aug(t: dict[str, Any], report: Report, state: _State, where: str,
             if r is not None:
                 out.append(r)
                 resize_done = True
-            if annotations is not None:
-                out.append(copy.deepcopy(annotations))
             continue
         if x.get("type") == "RandomFlip":
             continue  # inside MultiScaleFlipAug, 2.x flipped by the wrapper's `flip` only, whatever flip_ratio said
@@ -230,13 +255,17 @@ def _flip_aug(t: dict[str, Any], report: Report, state: _State, where: str,
             out.append(c)
     if not resize_done and scales is not None:
         out.insert(0, {"type": "Resize", "scale": tuple(scale_list[0]), "keep_ratio": True})
+    if annotations is not None:
+        # Loaded after every geometric step, so evaluation sees the boxes/masks at the original size.
+        out.append(copy.deepcopy(annotations))
     if any(x.get("type") == "RandomCenterCropPad" for x in out):
         # CenterNet/CornerNet heads decode with the crop's border in 3.x.
         out.append({"type": "PackDetInputs", "meta_keys": ("img_id", "img_path", "ori_shape", "img_shape", "border")})
     else:
         out.append({"type": "PackDetInputs", "meta_keys": _TEST_META_KEYS})
     if len(scale_list) > 1 or flip:
-        inner_steps = [x for x in out if x.get("type") not in ("Resize", "LoadAnnotations", "PackDetInputs")]
+        inner_steps = [x for x in out if x.get("type") not in ("Resize", "LoadAnnotations", "LoadPanopticAnnotations",
+                                                                  "PackDetInputs")]
         state.tta = {"scales": scale_list if scales is not None else None, "flip": flip,
                      "scale_factor": t.get("scale_factor"), "inner": inner_steps}
         report.note(f"{where}: 2.x tested with test-time augmentation (scales {scale_list}, flip={flip}); 3.x runs "
@@ -375,7 +404,8 @@ def convert_data(src: dict[str, Any], out: dict[str, Any], report: Report, loop:
         if annotations is not None:
             # Only what evaluation reads: the test images' boxes / masks at their original size.
             # (not with_seg: COCO-style evaluation never reads the semantic maps, which test sets often lack)
-            annotations = {k: v for k, v in annotations.items() if k in ("type", "with_bbox", "with_mask")}
+            annotations = {k: v for k, v in annotations.items() if k in ("type", "with_bbox", "with_mask",
+                                                                          "poly2mask")}
     test_annotations = annotations
     for name in ("train", "val", "test"):
         if name not in data:
@@ -481,9 +511,17 @@ def _pretrained(model: dict[str, Any], report: Report) -> None:
     if pretrained is None:
         return
     backbone = model.get("backbone")
-    if isinstance(backbone, dict) and "init_cfg" not in backbone:
-        backbone["init_cfg"] = {"type": "Pretrained", "checkpoint": pretrained}
-        report.moved("model.pretrained", "model.backbone.init_cfg")
+    if not isinstance(backbone, dict):
+        report.drop("model.pretrained", "the model has no backbone to load it into")
+        return
+    inherited = backbone.get("init_cfg")
+    if inherited is not None and inherited != {"type": "Pretrained", "checkpoint": pretrained}:
+        # 2.x's ResNet refused this pair at build time ("init_cfg and pretrained cannot be specified at
+        # the same time"); configs that set it meant the child's `pretrained` to replace the base's weights.
+        report.note(f"model.pretrained={pretrained!r} replaces the inherited model.backbone.init_cfg={inherited!r} "
+                    "(2.x refused the pair when building a ResNet)")
+    backbone["init_cfg"] = {"type": "Pretrained", "checkpoint": pretrained}
+    report.moved("model.pretrained", "model.backbone.init_cfg")
 
 
 def _match_costs(node: Any, box_format: str | None) -> None:
@@ -536,10 +574,38 @@ def _renamed_arguments(model: dict[str, Any], report: Report) -> None:
         for stage in rpn.get("stages", []):
             if stage.pop("sampling", None) is not None:
                 report.drop("model.rpn_head.stages[].sampling", "3.x heads sample as train_cfg.sampler says")
+    _restructured_cfgs(model, report)
     teacher = model.get("teacher_config")
     if isinstance(teacher, str):
         report.note(f"model.teacher_config={teacher!r} names a 2.x config file; 3.x renamed the official files, "
                     "so point it at the teacher's 3.x config (or convert it with mmfix convert-config)")
+
+
+def _restructured_cfgs(model: dict[str, Any], report: Report) -> None:
+    """train_cfg / test_cfg entries that 3.x reads from another place (or that 2.x hard-coded)."""
+    test_cfg = model.get("test_cfg")
+    head = model.get("bbox_head") if isinstance(model.get("bbox_head"), dict) else {}
+    if model.get("type") == "YOLACT" and isinstance(test_cfg, dict):
+        # 2.x's YOLACTProtonet binarised masks at a fixed 0.5; 3.x reads both thresholds from test_cfg
+        # (and fails at test time without them).
+        for key in ("mask_thr", "mask_thr_binary"):
+            if key not in test_cfg:
+                test_cfg[key] = 0.5
+        report.moved("YOLACT's fixed 0.5 mask threshold", "model.test_cfg.mask_thr / mask_thr_binary")
+    if model.get("type") == "PanopticFPN" and isinstance(test_cfg, dict) \
+            and isinstance(test_cfg.get("panoptic"), dict) and isinstance(test_cfg.get("rcnn"), dict):
+        # 2.x's PanopticFPN ran its own NMS with test_cfg.panoptic (score_thr, nms, max_per_img) and
+        # binarised masks with panoptic.mask_thr_binary, never reading test_cfg.rcnn; 3.x's runs the
+        # RoI head with test_cfg.rcnn and hands binary masks to the fusion head.
+        panoptic, rcnn = test_cfg["panoptic"], test_cfg["rcnn"]
+        for key in ("score_thr", "nms", "max_per_img", "mask_thr_binary"):
+            if key in panoptic:
+                rcnn[key] = panoptic.pop(key)
+                report.moved(f"model.test_cfg.panoptic.{key}", f"model.test_cfg.rcnn.{key}")
+    if head.get("type") == "FCOSHead" and isinstance(model.get("train_cfg"), dict):
+        # FCOSHead assigns its own targets and never read train_cfg, in 2.x or 3.x.
+        model.pop("train_cfg")
+        report.drop("model.train_cfg", "FCOSHead never reads it (2.x and 3.x)")
 
 
 def convert_model(src: dict[str, Any], out: dict[str, Any], report: Report, state: _State) -> None:
@@ -563,6 +629,7 @@ def convert_model(src: dict[str, Any], out: dict[str, Any], report: Report, stat
             report.note("no Normalize in the 2.x pipeline: the data preprocessor does not normalise either")
         if state.pad_divisor is not None:
             pre["pad_size_divisor"] = state.pad_divisor
+            pre.update(state.pad_values)
         if state.pad_mask:
             pre["pad_mask"] = True
         if state.pad_seg:
