@@ -129,7 +129,8 @@ def _drop_defaults(value: Any, registries: tuple[str, ...]) -> Any:
         kind = out.get("type")
         if isinstance(kind, str):
             defaults = _constructor_defaults(kind, registries)
-            out = {k: v for k, v in out.items() if k == "type" or k not in defaults or defaults[k] != v}
+            out = {k: v for k, v in out.items()
+                   if k == "type" or k not in defaults or _drop_defaults(defaults[k], registries) != v}
             if kind in ("Resize", "RandomResize", "RandomChoiceResize") and out.get("keep_ratio"):
                 # With keep_ratio, mmcv rescales by the long and the short edge: (1333, 480) == (480, 1333).
                 for key in ("scale", "scales"):
@@ -238,6 +239,45 @@ DELIBERATE: list[tuple[str, str | None, str]] = [
                                                 "lost that override"),
     ("model.data_preprocessor.bgr_to_rgb", r"caffe", "the 2.x config normalised caffe-style (kept); the 3.x config "
                                                      "lost that override"),
+    ("model.data_preprocessor.pad_size_divisor", r"^efficientnet/", "2.x padded test images to 896x896 (kept "
+                                                                    "as a Pad transform, so no divisor is needed)"),
+    ("val_dataloader.dataset.pipeline[len]", r"^efficientnet/", "2.x padded test images to 896x896 (kept)"),
+    ("test_dataloader.dataset.pipeline[len]", r"^efficientnet/", "2.x padded test images to 896x896 (kept)"),
+    *[(f"train_dataloader.dataset.{key}", r"^panoptic_fpn/.*3x", "2.x trained 12 epochs over the dataset "
+       "repeated 3 times (RepeatDataset, kept); the 3.x config trains 36 epochs without the wrapper")
+      for key in ("ann_file", "data_prefix", "dataset", "pipeline", "times", "type", "filter_cfg")],
+    ("train_cfg.max_epochs", r"^panoptic_fpn/.*3x", "2.x trained 12 epochs over the dataset repeated 3 times "
+                                                    "(kept); the 3.x config trains 36 epochs without the wrapper"),
+    ("train_cfg.by_epoch", None, "equivalent: by_epoch=True is MMEngine's older spelling of an "
+                                 "EpochBasedTrainLoop, which the converter writes as its type"),
+    ("model.train_cfg", r"^nas_fcos/nas_fcos_fcoshead", "equivalent: FCOSHead never reads train_cfg (dropped); "
+                                                        "the 3.x config keeps the unused one"),
+    ("val_dataloader.dataset.pipeline[].poly2mask", None, "equivalent: 2.x's test pipeline loaded no annotations; "
+                                                          "the mask format of evaluation-only annotations does not "
+                                                          "change the metric, and the 3.x configs disagree on it"),
+    ("test_dataloader.dataset.pipeline[].poly2mask", None, "equivalent: 2.x's test pipeline loaded no annotations; "
+                                                           "the mask format of evaluation-only annotations does not "
+                                                           "change the metric, and the 3.x configs disagree on it"),
+    ("val_dataloader.dataset.test_mode", r"^openimages/", "equivalent: 2.x built evaluation sets with "
+                                                          "test_mode=True; 3.x's OpenImagesDataset filters nothing "
+                                                          "either way"),
+    ("test_dataloader.dataset.test_mode", r"^openimages/", "equivalent: 2.x built evaluation sets with "
+                                                           "test_mode=True; 3.x's OpenImagesDataset filters nothing "
+                                                           "either way"),
+    *[(f"{name}_dataloader.dataset.pipeline[].num_max_proposals", r"^cascade_rpn/",
+       "2.x's LoadProposals(num_max_proposals=300) is kept; the 3.x config changed it") for name in
+      ("train", "val", "test")],
+    ("train_dataloader.dataset.pipeline[].scale[][]", r"^sabl/", "2.x's multi-scale range is kept; the 3.x "
+                                                                 "config changed it"),
+    ("model.data_preprocessor.pad_size_divisor", r"^ssd/ssdlite", "equivalent: images are resized to exactly "
+                                                                  "320x320 first, so padding to a multiple of 320 "
+                                                                  "is a no-op"),
+    *[(f"{name}_dataloader.dataset.pipeline[].meta_keys[len]", r"^openimages/ssd", "equivalent: OpenImagesMetric's "
+       "image_level_labels is added for every OpenImages set; PackDetInputs skips a key a sample lacks")
+      for name in ("val", "test")],
+    *[(f"{name}_dataloader.dataset.pipeline[len]", r"^fpg/", "equivalent: the 3.x FPG test pipeline loads no "
+       "annotations; CocoMetric reads the ground truth from ann_file, so loading them changes no result")
+      for name in ("val", "test")],
     ("model.teacher_config", r"^ld/", "the teacher is the 2.x config file (3.x loads it through the same "
                                       "conversion while mmfix is active); the 3.x config names the renamed 3.x file"),
 ]

@@ -340,8 +340,15 @@ def _dataset(ds: dict[str, Any], report: Report, state: _State, *, test: bool, w
         ds["metainfo"] = {"classes": tuple(ds.pop("classes"))}
         report.moved(f"{where}.classes", f"{where}.metainfo.classes")
     filter_empty = ds.pop("filter_empty_gt", True)
+    open_images = kind in ("OpenImagesDataset", "OpenImagesChallengeDataset")
     if test:
         ds["test_mode"] = True
+    elif open_images:
+        # 2.x's OpenImagesDataset never filtered images (and warned that it could not).
+        if "meta_file" not in ds:
+            report.note(f"{where}: 3.x's {kind} reads image sizes from meta_file (a pickle made by "
+                        "tools/misc/get_image_metas.py), where 2.x read them from the images: set "
+                        f"{where}.meta_file before training")
     else:
         # 2.x dropped images smaller than 32 px and (by default) without boxes when training.
         ds["filter_cfg"] = {"filter_empty_gt": filter_empty, "min_size": 32}
@@ -353,6 +360,17 @@ def _dataset(ds: dict[str, Any], report: Report, state: _State, *, test: bool, w
     if "pipeline" in ds:
         ds["pipeline"] = convert_pipeline(ds["pipeline"], report, state, test=test, where=where,
                                           annotations=annotations)
+        if open_images:
+            for t in ds["pipeline"]:
+                if t.get("type") == "LoadAnnotations" and t.pop("denorm_bbox", None) is not None:
+                    report.moved(f"{where}: LoadAnnotations.denorm_bbox", f"{where}.meta_file (3.x's {kind} "
+                                                                         "denormalises boxes itself)")
+                if t.get("type") == "LoadAnnotations" and t.pop("normed_bbox", None) is not None:
+                    report.drop(f"{where}: LoadAnnotations.normed_bbox", "not an argument of 2.x's "
+                                "LoadAnnotations either (2.x failed on it); 3.x's dataset denormalises boxes")
+                if test and t.get("type") == "PackDetInputs":
+                    # OpenImagesMetric reads the ground truth and image-level labels from the meta.
+                    t["meta_keys"] = tuple(t.get("meta_keys", _TEST_META_KEYS)) + ("instances", "image_level_labels")
     return ds
 
 
@@ -404,8 +422,7 @@ def convert_data(src: dict[str, Any], out: dict[str, Any], report: Report, loop:
         if annotations is not None:
             # Only what evaluation reads: the test images' boxes / masks at their original size.
             # (not with_seg: COCO-style evaluation never reads the semantic maps, which test sets often lack)
-            annotations = {k: v for k, v in annotations.items() if k in ("type", "with_bbox", "with_mask",
-                                                                          "poly2mask")}
+            annotations = {k: v for k, v in annotations.items() if k in ("type", "with_bbox", "with_mask")}
     test_annotations = annotations
     for name in ("train", "val", "test"):
         if name not in data:
