@@ -159,7 +159,8 @@ def _transform(t: dict[str, Any], report: Report, state: _State, *, test: bool, 
             state.pad_divisor = t["size_divisor"]
             values = _pad_values(t.get("pad_val"))
             image_value = values.pop("pad_value", None)
-            state.pad_values = values
+            if not test:  # masks and maps are padded for training; the test pipeline has none
+                state.pad_values = values
             report.moved(f"{where}: Pad(size_divisor)", "model.data_preprocessor.pad_size_divisor")
             if image_value is None:
                 return None
