@@ -20,7 +20,7 @@ LEGACY_SCHEDULE_RUNTIME_KEYS = ("optimizer", "optimizer_config", "lr_config", "m
                                 "opencv_num_threads", "mp_start_method", "auto_resume")
 
 _SUPPORTED_POLICIES = ("step", "fixed", "CosineAnnealing", "FlatCosineAnnealing", "poly", "exp", "CosineRestart",
-                       "OneCycle", "YOLOX")
+                       "OneCycle", "YOLOX", "cyclic")
 
 
 class Loop:
@@ -179,9 +179,12 @@ def convert_lr_config(src: dict[str, Any], out: dict[str, Any], report: Report, 
     if lr is not None:
         lr = dict(lr)
         policy = lr.pop("policy", None)
-        by_epoch = lr.pop("by_epoch", True)
+        # mmcv's cyclic and one-cycle hooks defaulted to by_epoch=False, the others to True.
+        by_epoch = lr.pop("by_epoch", policy not in ("cyclic", "Cyclic", "OneCycle"))
         if policy == "YOLOX":
             schedulers = _yolox(lr, loop, base_lr, report)
+        elif policy in ("cyclic", "Cyclic"):
+            schedulers = _warmup(lr, report) + _cyclic(lr, loop, by_epoch, "lr_config", "LR")
         else:
             schedulers.extend(_warmup(lr, report))
             main = _main_policy(policy, lr, loop, by_epoch, base_lr)
@@ -250,15 +253,60 @@ def _main_policy(policy: Any, lr: dict[str, Any], loop: Loop, by_epoch: bool,
             else:
                 target.update(by_epoch=True, convert_to_iter_based=True, begin=0, end=loop.length)
         return target
-    if policy in ("cyclic", "Cyclic"):
-        raise ConfigConversionError("lr_config.policy", policy, "MMEngine has no cyclic lr scheduler: its "
-                                    "OneCycleLR (policy='OneCycle') is the closest (one cycle; it reaches the peak "
-                                    "one step earlier than 2.x's cyclic policy); write param_scheduler=[dict("
-                                    "type='OneCycleLR', ...)] by hand, or chain LinearLR/CosineAnnealingLR phases.")
     raise ConfigConversionError("lr_config.policy", policy, "3.x's param_scheduler offers these 2.x policies: "
                                 + ", ".join(repr(p) for p in _SUPPORTED_POLICIES)
                                 + " (as MultiStepLR/StepLR, CosineAnnealingLR, PolyLR, ExponentialLR, "
                                 "CosineRestartLR, OneCycleLR, ...); write param_scheduler=[...] by hand for others.")
+
+
+def _cyclic(cfg: dict[str, Any], loop: Loop, by_epoch: bool, key: str, kind: str) -> list[dict[str, Any]]:
+    """2.x's cyclic policy (mmcv CyclicLrUpdaterHook / CyclicMomentumUpdaterHook), one cycle of an
+    iteration-based run, as two MMEngine phases.
+
+    2.x: up = int(step_ratio_up * max_iters); for t < up anneal base -> base * r0, then
+    base * r0 -> base * r1 over the rest. MMEngine's chained schedulers start each phase from the
+    current value, so the first phase runs one step longer (to t == up, where it reaches r0 exactly)
+    and the second starts there.
+    """
+    default_ratio = (10, 1e-4) if kind == "LR" else (0.85 / 0.95, 1)
+    ratio = cfg.pop("target_ratio", default_ratio)
+    if isinstance(ratio, (int, float)):
+        ratio = (ratio, ratio / 1e5)
+    elif len(ratio) == 1:
+        ratio = (ratio[0], ratio[0] / 1e5)
+    times = cfg.pop("cyclic_times", 1)
+    up_ratio = cfg.pop("step_ratio_up", 0.4)
+    strategy = cfg.pop("anneal_strategy", "cos")
+    cfg.pop("gamma", None)  # scales cycles after the first; there is one
+    offered = (f"3.x has no cyclic {kind.lower()} scheduler; mmfix writes one cycle of an IterBasedRunner run exactly "
+               f"(CosineAnnealing{kind} / Linear{kind} phases). Write "
+               "param_scheduler by hand (e.g. OneCycleLR for policy='OneCycle'), or use an IterBasedRunner "
+               "with cyclic_times=1.")
+    if times != 1:
+        raise ConfigConversionError(f"{key}.cyclic_times", times, offered)
+    r0, r1 = float(ratio[0]), float(ratio[1])
+    if strategy == "linear" and not (0 < r0 <= 1 and 0 <= r1 <= r0):
+        # Linear{kind} multiplies by factors in [0, 1]; a rising linear phase has no 3.x spelling.
+        raise ConfigConversionError(f"{key}.anneal_strategy", "linear (with a rising phase)", "3.x's Linear"
+                                    f"{kind} only lowers a value; anneal_strategy='cos' converts exactly. " + offered)
+    if loop.by_epoch or by_epoch:
+        raise ConfigConversionError(f"{key}.policy", "cyclic (in an epoch-based run)", "its phase lengths are "
+                                    "whole iterations of the run, unknown before the dataset is read: " + offered)
+    up = int(up_ratio * loop.length)
+    if up < 1 or up >= loop.length or strategy not in ("cos", "linear"):
+        raise ConfigConversionError(f"{key}.step_ratio_up / anneal_strategy", (up_ratio, strategy),
+                                    "needs a first phase of at least one iteration and 'cos' or 'linear': "
+                                    + offered)
+    span = {"by_epoch": False}
+    if strategy == "cos":
+        # eta_min_ratio is relative to each group's initial value, as 2.x's ratios were.
+        return [{"type": f"CosineAnnealing{kind}", "T_max": up, "eta_min_ratio": r0, "begin": 0, "end": up + 1,
+                 **span},
+                {"type": f"CosineAnnealing{kind}", "T_max": loop.length - up, "eta_min_ratio": r1, "begin": up,
+                 "end": loop.length, **span}]
+    return [{"type": f"Linear{kind}", "start_factor": 1.0, "end_factor": r0, "begin": 0, "end": up + 1, **span},
+            {"type": f"Linear{kind}", "start_factor": 1.0, "end_factor": r1 / r0, "begin": up,
+             "end": loop.length + 1, **span}]
 
 
 def _yolox(lr: dict[str, Any], loop: Loop, base_lr: float | None, report: Report) -> list[dict[str, Any]]:
@@ -289,7 +337,7 @@ def _yolox(lr: dict[str, Any], loop: Loop, base_lr: float | None, report: Report
 
 def _momentum(momentum: dict[str, Any], loop: Loop) -> list[dict[str, Any]]:
     policy = momentum.pop("policy", None)
-    by_epoch = momentum.pop("by_epoch", True)
+    by_epoch = momentum.pop("by_epoch", policy not in ("cyclic", "Cyclic", "OneCycle"))
     span = _span(loop, by_epoch)
     if policy == "step":
         return [{"type": "MultiStepMomentum", **span, "milestones": list(momentum.pop("step")),
@@ -301,9 +349,11 @@ def _momentum(momentum: dict[str, Any], loop: Loop) -> list[dict[str, Any]]:
         elif "min_momentum_ratio" in momentum:
             target["eta_min_ratio"] = momentum.pop("min_momentum_ratio")
         return [target]
-    raise ConfigConversionError("momentum_config.policy", policy, "3.x offers MultiStepMomentum (policy='step') "
-                                "and CosineAnnealingMomentum (policy='CosineAnnealing'); cyclic and one-cycle "
-                                "momentum follow OneCycleLR in 3.x. Write param_scheduler by hand for others.")
+    if policy in ("cyclic", "Cyclic"):
+        return _cyclic(momentum, loop, by_epoch, "momentum_config", "Momentum")
+    raise ConfigConversionError("momentum_config.policy", policy, "3.x offers MultiStepMomentum (policy='step'), "
+                                "CosineAnnealingMomentum (policy='CosineAnnealing') and, for one cycle of an "
+                                "iteration-based run, policy='cyclic'. Write param_scheduler by hand for others.")
 
 
 # ----------------------------------------------------------------------------- runtime

@@ -99,10 +99,10 @@ def test_test_annotations_load_after_the_geometric_steps():
 def _lrs(schedulers: list[dict], steps: int) -> list[float]:
     """The lr MMEngine's own schedulers produce for the first `steps` iterations (base lr 1.0)."""
     import torch
-    from mmengine.optim.scheduler import ConstantLR, ExponentialLR, LinearLR, MultiStepLR
+    from mmengine.optim.scheduler import ConstantLR, CosineAnnealingLR, ExponentialLR, LinearLR, MultiStepLR
 
     kinds = {"ConstantLR": ConstantLR, "ExponentialLR": ExponentialLR, "LinearLR": LinearLR,
-             "MultiStepLR": MultiStepLR}
+             "MultiStepLR": MultiStepLR, "CosineAnnealingLR": CosineAnnealingLR}
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
     built = []
     for cfg in schedulers:
@@ -135,9 +135,49 @@ def test_exp_warmup_is_exact_in_mmengine_schedulers():
     ({"policy": "step", "step": [8], "warmup": "exp", "warmup_iters": 1, "warmup_by_epoch": True},
      "lr_config.warmup", "warmup_by_epoch=False"),
     ({"policy": "cyclic", "target_ratio": [10, 1e-4]}, "lr_config.policy", "OneCycleLR"),
+    ({"policy": "cyclic", "cyclic_times": 2}, "lr_config.cyclic_times", "cyclic_times=1"),
+    ({"policy": "cyclic", "anneal_strategy": "linear"}, "lr_config.anneal_strategy", "'cos'"),
 ])
 def test_unconvertible_schedules_name_key_value_and_what_3x_offers(lr_config, key, offered):
     with pytest.raises(ConfigConversionError) as info:
         convert({"lr_config": lr_config, "runner": {"type": "EpochBasedRunner", "max_epochs": 12}})
     message = str(info.value)
     assert f"`{key}`" in message and offered in message and "\n" not in message
+
+
+def _mmcv_cyclic(t: int, total: int, up_ratio: float, r0: float, r1: float, strategy: str) -> float:
+    """mmcv 1.x CyclicLrUpdaterHook.get_lr (one cycle, base lr 1.0)."""
+    up = int(up_ratio * total)
+    start, end, progress = (1.0, r0, t / up) if t < up else (r0, r1, (t - up) / (total - up))
+    if strategy == "cos":
+        return end + 0.5 * (start - end) * (math.cos(math.pi * progress) + 1)
+    return start + (end - start) * progress
+
+
+@pytest.mark.parametrize("strategy, r0, r1", [("cos", 10, 1e-4), ("linear", 0.5, 1e-3)])
+def test_cyclic_policy_of_an_iteration_run_is_exact(strategy, r0, r1):
+    out, _ = convert({"lr_config": {"policy": "cyclic", "target_ratio": (r0, r1), "cyclic_times": 1,
+                                    "step_ratio_up": 0.4, "anneal_strategy": strategy},
+                      "momentum_config": {"policy": "cyclic", "target_ratio": (0.85 / 0.95, 1), "cyclic_times": 1,
+                                          "step_ratio_up": 0.4},
+                      "runner": {"type": "IterBasedRunner", "max_iters": 25}, "optimizer": {"type": "SGD", "lr": 1.0}})
+    lr = [s for s in out["param_scheduler"] if s["type"].endswith("LR")]
+    lrs = _lrs(lr, 25)
+    expected = [_mmcv_cyclic(t, 25, 0.4, r0, r1, strategy) for t in range(25)]
+    assert all(math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12) for a, b in zip(lrs, expected)), list(zip(lrs, expected))
+    momentum = [s for s in out["param_scheduler"] if s["type"].endswith("Momentum")]
+    assert [m["type"] for m in momentum] == ["CosineAnnealingMomentum"] * 2
+    assert momentum[0]["eta_min_ratio"] == 0.85 / 0.95 and momentum[1]["begin"] == 10
+
+
+def test_cyclic_schedulers_build_in_mmengine():
+    import torch
+    from mmengine.optim.scheduler import CosineAnnealingMomentum
+
+    out, _ = convert({"lr_config": {"policy": "cyclic"}, "momentum_config": {"policy": "cyclic"},
+                      "runner": {"type": "IterBasedRunner", "max_iters": 10}})
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0, momentum=0.95)
+    for cfg in [s for s in out["param_scheduler"] if s["type"] == "CosineAnnealingMomentum"]:
+        cfg = dict(cfg)
+        cfg.pop("type")
+        CosineAnnealingMomentum(optimizer, **cfg)
