@@ -202,25 +202,25 @@ DELIBERATE: list[tuple[str, str | None, str]] = [
     ("test_dataloader.num_workers", None, "2.x used workers_per_gpu for testing too; the 3.x configs chose 2"),
     ("val_dataloader.batch_size", None, "2.x validated 1 image per GPU unless data.val set samples_per_gpu"),
     ("test_dataloader.batch_size", None, "2.x tested 1 image per GPU unless data.test set samples_per_gpu"),
-    ("model.data_preprocessor.pad_mask", None, "2.x's Pad padded the loaded masks too; 3.x's HTC-family configs "
-                                               "leave pad_mask out (RoI mask heads crop, so no effect on them)"),
+    ("model.data_preprocessor.pad_mask", None, ("2.x's Pad padded the loaded masks too; 3.x's HTC-family configs "
+                                               "leave pad_mask out (RoI mask heads crop, so no effect on them)")),
     ("val_evaluator.metric", None, "2.x evaluated every metric listed in `evaluation`; some 3.x configs fewer"),
     ("test_evaluator.metric", None, "2.x evaluated every metric listed in `evaluation`; some 3.x configs fewer"),
-    ("param_scheduler[].end", None, "the 2.x schedule ran to the end of training; some 3.x configs end at "
-                                    "epoch 12 (so their later milestones never apply)"),
+    ("param_scheduler[].end", None, ("the 2.x schedule ran to the end of training; some 3.x configs end at "
+                                    "epoch 12 (so their later milestones never apply)")),
     ("param_scheduler[].milestones[]", None, "2.x's lr_config.step is kept; some 3.x configs changed the steps"),
-    ("param_scheduler[].start_factor", None, "2.x's warmup_ratio (or constant warm-up) is kept; 3.x configs "
-                                             "changed it"),
+    ("param_scheduler[].start_factor", None, ("2.x's warmup_ratio (or constant warm-up) is kept; 3.x configs "
+                                             "changed it")),
     ("param_scheduler[].factor", None, "2.x's constant warm-up is kept; 3.x configs made it linear"),
     ("param_scheduler[].type", None, "2.x's warm-up kind is kept (constant -> ConstantLR); 3.x configs changed it"),
-    ("param_scheduler[].T_max", r"^yolox/", "2.x's YOLOX cosine ends exactly at max_epochs - num_last_epochs "
-                                            "(T_max counts from its begin); the 3.x configs' T_max overshoots"),
+    ("param_scheduler[].T_max", r"^yolox/", ("2.x's YOLOX cosine ends exactly at max_epochs - num_last_epochs "
+                                            "(T_max counts from its begin); the 3.x configs' T_max overshoots")),
     ("param_scheduler[].begin", r"^yolo/", "2.x's schedule starts at 0 (warm-up overlaps it); 3.x configs moved it"),
     ("optim_wrapper.loss_scale", None, "2.x fp16 configs used a static loss scale (kept); 3.x switched to dynamic"),
     ("optim_wrapper.clip_grad", None, "2.x's grad_clip is kept; the 3.x config dropped it"),
     ("train_cfg.val_interval", None, "2.x evaluation.interval is kept; 3.x configs changed it"),
-    ("train_cfg.dynamic_intervals", r"^yolox/", "2.x evaluated every epoch in the last epochs (dynamic_intervals); "
-                                                "the 3.x configs dropped it"),
+    ("train_cfg.dynamic_intervals", r"^yolox/", ("2.x evaluated every epoch in the last epochs (dynamic_intervals); "
+                                                "the 3.x configs dropped it")),
     ("checkpoint_interval", None, "2.x checkpoint_config.interval is kept; 3.x configs changed it"),
     ("train_dataloader.num_workers", None, "2.x workers_per_gpu is kept; 3.x configs changed it"),
     ("auto_scale_lr.base_batch_size", None, "2.x's base_batch_size is kept; 3.x configs changed it"),
@@ -231,55 +231,55 @@ DELIBERATE: list[tuple[str, str | None, str]] = [
     ("train_dataloader.dataset.pipeline[].crop_type", r"^fpg/", "2.x's RandomCrop (absolute) is kept; 3.x changed it"),
     ("train_dataloader.dataset.pipeline[].allow_negative_crop", r"^fpg/",
      "2.x's RandomCrop refused crops without boxes (kept); 3.x changed it"),
-    ("train_dataloader.dataset.pipeline[].with_mask", r"^fpg/faster", "2.x's Faster R-CNN FPG config loaded masks "
-                                                                      "(unused; kept)"),
-    ("model.data_preprocessor.mean[]", r"caffe", "the 2.x config normalised caffe-style (kept); the 3.x config "
-                                                 "lost that override"),
-    ("model.data_preprocessor.std[]", r"caffe", "the 2.x config normalised caffe-style (kept); the 3.x config "
-                                                "lost that override"),
-    ("model.data_preprocessor.bgr_to_rgb", r"caffe", "the 2.x config normalised caffe-style (kept); the 3.x config "
-                                                     "lost that override"),
-    ("model.data_preprocessor.pad_size_divisor", r"^efficientnet/", "2.x padded test images to 896x896 (kept "
-                                                                    "as a Pad transform, so no divisor is needed)"),
+    ("train_dataloader.dataset.pipeline[].with_mask", r"^fpg/faster", ("2.x's Faster R-CNN FPG config loaded masks "
+                                                                      "(unused; kept)")),
+    ("model.data_preprocessor.mean[]", r"caffe", ("the 2.x config normalised caffe-style (kept); the 3.x config "
+                                                 "lost that override")),
+    ("model.data_preprocessor.std[]", r"caffe", ("the 2.x config normalised caffe-style (kept); the 3.x config "
+                                                "lost that override")),
+    ("model.data_preprocessor.bgr_to_rgb", r"caffe", ("the 2.x config normalised caffe-style (kept); the 3.x config "
+                                                     "lost that override")),
+    ("model.data_preprocessor.pad_size_divisor", r"^efficientnet/", ("2.x padded test images to 896x896 (kept "
+                                                                    "as a Pad transform, so no divisor is needed)")),
     ("val_dataloader.dataset.pipeline[len]", r"^efficientnet/", "2.x padded test images to 896x896 (kept)"),
     ("test_dataloader.dataset.pipeline[len]", r"^efficientnet/", "2.x padded test images to 896x896 (kept)"),
-    *[(f"train_dataloader.dataset.{key}", r"^panoptic_fpn/.*3x", "2.x trained 12 epochs over the dataset "
-       "repeated 3 times (RepeatDataset, kept); the 3.x config trains 36 epochs without the wrapper")
+    *[(f"train_dataloader.dataset.{key}", r"^panoptic_fpn/.*3x", ("2.x trained 12 epochs over the dataset "
+       "repeated 3 times (RepeatDataset, kept); the 3.x config trains 36 epochs without the wrapper"))
       for key in ("ann_file", "data_prefix", "dataset", "pipeline", "times", "type", "filter_cfg")],
-    ("train_cfg.max_epochs", r"^panoptic_fpn/.*3x", "2.x trained 12 epochs over the dataset repeated 3 times "
-                                                    "(kept); the 3.x config trains 36 epochs without the wrapper"),
-    ("train_cfg.by_epoch", None, "equivalent: by_epoch=True is MMEngine's older spelling of an "
-                                 "EpochBasedTrainLoop, which the converter writes as its type"),
-    ("model.train_cfg", r"^nas_fcos/nas_fcos_fcoshead", "equivalent: FCOSHead never reads train_cfg (dropped); "
-                                                        "the 3.x config keeps the unused one"),
-    ("val_dataloader.dataset.pipeline[].poly2mask", None, "equivalent: 2.x's test pipeline loaded no annotations; "
+    ("train_cfg.max_epochs", r"^panoptic_fpn/.*3x", ("2.x trained 12 epochs over the dataset repeated 3 times "
+                                                    "(kept); the 3.x config trains 36 epochs without the wrapper")),
+    ("train_cfg.by_epoch", None, ("equivalent: by_epoch=True is MMEngine's older spelling of an "
+                                 "EpochBasedTrainLoop, which the converter writes as its type")),
+    ("model.train_cfg", r"^nas_fcos/nas_fcos_fcoshead", ("equivalent: FCOSHead never reads train_cfg (dropped); "
+                                                        "the 3.x config keeps the unused one")),
+    ("val_dataloader.dataset.pipeline[].poly2mask", None, ("equivalent: 2.x's test pipeline loaded no annotations; "
                                                           "the mask format of evaluation-only annotations does not "
-                                                          "change the metric, and the 3.x configs disagree on it"),
-    ("test_dataloader.dataset.pipeline[].poly2mask", None, "equivalent: 2.x's test pipeline loaded no annotations; "
+                                                          "change the metric, and the 3.x configs disagree on it")),
+    ("test_dataloader.dataset.pipeline[].poly2mask", None, ("equivalent: 2.x's test pipeline loaded no annotations; "
                                                            "the mask format of evaluation-only annotations does not "
-                                                           "change the metric, and the 3.x configs disagree on it"),
-    ("val_dataloader.dataset.test_mode", r"^openimages/", "equivalent: 2.x built evaluation sets with "
+                                                           "change the metric, and the 3.x configs disagree on it")),
+    ("val_dataloader.dataset.test_mode", r"^openimages/", ("equivalent: 2.x built evaluation sets with "
                                                           "test_mode=True; 3.x's OpenImagesDataset filters nothing "
-                                                          "either way"),
-    ("test_dataloader.dataset.test_mode", r"^openimages/", "equivalent: 2.x built evaluation sets with "
+                                                          "either way")),
+    ("test_dataloader.dataset.test_mode", r"^openimages/", ("equivalent: 2.x built evaluation sets with "
                                                            "test_mode=True; 3.x's OpenImagesDataset filters nothing "
-                                                           "either way"),
+                                                           "either way")),
     *[(f"{name}_dataloader.dataset.pipeline[].num_max_proposals", r"^cascade_rpn/",
        "2.x's LoadProposals(num_max_proposals=300) is kept; the 3.x config changed it") for name in
       ("train", "val", "test")],
-    ("train_dataloader.dataset.pipeline[].scale[][]", r"^sabl/", "2.x's multi-scale range is kept; the 3.x "
-                                                                 "config changed it"),
-    ("model.data_preprocessor.pad_size_divisor", r"^ssd/ssdlite", "equivalent: images are resized to exactly "
+    ("train_dataloader.dataset.pipeline[].scale[][]", r"^sabl/", ("2.x's multi-scale range is kept; the 3.x "
+                                                                 "config changed it")),
+    ("model.data_preprocessor.pad_size_divisor", r"^ssd/ssdlite", ("equivalent: images are resized to exactly "
                                                                   "320x320 first, so padding to a multiple of 320 "
-                                                                  "is a no-op"),
-    *[(f"{name}_dataloader.dataset.pipeline[].meta_keys[len]", r"^openimages/ssd", "equivalent: OpenImagesMetric's "
-       "image_level_labels is added for every OpenImages set; PackDetInputs skips a key a sample lacks")
+                                                                  "is a no-op")),
+    *[(f"{name}_dataloader.dataset.pipeline[].meta_keys[len]", r"^openimages/ssd", ("equivalent: OpenImagesMetric's "
+       "image_level_labels is added for every OpenImages set; PackDetInputs skips a key a sample lacks"))
       for name in ("val", "test")],
-    *[(f"{name}_dataloader.dataset.pipeline[len]", r"^fpg/", "equivalent: the 3.x FPG test pipeline loads no "
-       "annotations; CocoMetric reads the ground truth from ann_file, so loading them changes no result")
+    *[(f"{name}_dataloader.dataset.pipeline[len]", r"^fpg/", ("equivalent: the 3.x FPG test pipeline loads no "
+       "annotations; CocoMetric reads the ground truth from ann_file, so loading them changes no result"))
       for name in ("val", "test")],
-    ("model.teacher_config", r"^ld/", "the teacher is the 2.x config file (3.x loads it through the same "
-                                      "conversion while mmfix is active); the 3.x config names the renamed 3.x file"),
+    ("model.teacher_config", r"^ld/", ("the teacher is the 2.x config file (3.x loads it through the same "
+                                      "conversion while mmfix is active); the 3.x config names the renamed 3.x file")),
 ]
 
 

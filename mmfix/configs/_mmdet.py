@@ -54,7 +54,7 @@ def _pad_values(pad_val: Any) -> dict[str, Any]:
         return {}
     if not isinstance(pad_val, dict):
         pad_val = {"img": pad_val}
-    out = {}
+    out: dict[str, Any] = {}
     for key, target, default in (("img", "pad_value", 0), ("masks", "mask_pad_value", 0),
                                  ("seg", "seg_pad_value", 255)):
         if key in pad_val and pad_val[key] != default:
@@ -371,7 +371,8 @@ def _dataset(ds: dict[str, Any], report: Report, state: _State, *, test: bool, w
                                 "LoadAnnotations either (2.x failed on it); 3.x's dataset denormalises boxes")
                 if test and t.get("type") == "PackDetInputs":
                     # OpenImagesMetric reads the ground truth and image-level labels from the meta.
-                    t["meta_keys"] = tuple(t.get("meta_keys", _TEST_META_KEYS)) + ("instances", "image_level_labels")
+                    keys = t.get("meta_keys") or _TEST_META_KEYS
+                    t["meta_keys"] = tuple(keys) + ("instances", "image_level_labels")
     return ds
 
 
@@ -602,7 +603,7 @@ def _renamed_arguments(model: dict[str, Any], report: Report) -> None:
 def _restructured_cfgs(model: dict[str, Any], report: Report) -> None:
     """train_cfg / test_cfg entries that 3.x reads from another place (or that 2.x hard-coded)."""
     test_cfg = model.get("test_cfg")
-    head = model.get("bbox_head") if isinstance(model.get("bbox_head"), dict) else {}
+    head: dict[str, Any] = model["bbox_head"] if isinstance(model.get("bbox_head"), dict) else {}
     if model.get("type") == "YOLACT" and isinstance(test_cfg, dict):
         # 2.x's YOLACTProtonet binarised masks at a fixed 0.5; 3.x reads both thresholds from test_cfg
         # (and fails at test time without them).

@@ -27,10 +27,9 @@ def build(model: dict) -> object:
     from mmdet_support import require_mmdet
 
     require_mmdet()
-    from mmengine.config import ConfigDict
-
     from mmdet.registry import MODELS
     from mmdet.utils import register_all_modules
+    from mmengine.config import ConfigDict
 
     register_all_modules()
     return MODELS.build(ConfigDict(model))
