@@ -269,6 +269,9 @@ DELIBERATE: list[tuple[str, str | None, str]] = [
       ("train", "val", "test")],
     ("train_dataloader.dataset.pipeline[].scale[][]", r"^sabl/", ("2.x's multi-scale range is kept; the 3.x "
                                                                  "config changed it")),
+    ("model.data_preprocessor.pad_size_divisor", r"^yolox/", ("equivalent: 2.x padded every image to a square "
+                                                             "of 640 (or 416) in the pipeline (kept), so a divisor "
+                                                             "of 32 is a no-op")),
     ("model.data_preprocessor.pad_size_divisor", r"^ssd/ssdlite", ("equivalent: images are resized to exactly "
                                                                   "320x320 first, so padding to a multiple of 320 "
                                                                   "is a no-op")),
@@ -346,7 +349,7 @@ def main() -> int:
     compared: collections.Counter[str] = collections.Counter()
     # (section, class) -> [(config, converted, official)], one entry per pair; open gaps and deliberate apart
     gaps: dict[tuple[str, str], list[tuple[str, Any, Any]]] = collections.defaultdict(list)
-    deliberate: dict[tuple[str, str], list[tuple[str, Any, Any]]] = collections.defaultdict(list)
+    deliberate: dict[tuple[str, str, str], list[tuple[str, Any, Any]]] = collections.defaultdict(list)
     failed_load: list[tuple[str, str]] = []
     all_equal = all_kept = 0
     built = build_failed = 0
@@ -376,11 +379,14 @@ def main() -> int:
             only_deliberate = True
             for path, x, y in found:
                 cls = _class(path)
-                is_kept = deliberate_reason(cls, name) is not None
-                only_deliberate &= is_kept
+                reason = deliberate_reason(cls, name)
+                only_deliberate &= reason is not None
                 if (sec, cls) not in seen:
                     seen.add((sec, cls))
-                    (deliberate if is_kept else gaps)[(sec, cls)].append((name, x, y))
+                    if reason is None:
+                        gaps[(sec, cls)].append((name, x, y))
+                    else:
+                        deliberate[(sec, cls, reason)].append((name, x, y))
             if only_deliberate:
                 kept[sec] += 1
             else:
@@ -434,9 +440,9 @@ def main() -> int:
         name, a, b = items[0]
         print(f"  {len(items):>4}  {cls}\n        e.g. {name}: converted={str(a)[:110]}  official={str(b)[:110]}")
     print("\ndeliberate: 2.x meaning kept where the official 3.x config changed it; one count per pair:")
-    for (sec, cls), items in sorted(deliberate.items(), key=lambda kv: -len(kv[1]))[: args.show]:
+    for (_, cls, reason), items in sorted(deliberate.items(), key=lambda kv: -len(kv[1]))[: args.show]:
         name, a, b = items[0]
-        print(f"  {len(items):>4}  {cls}: {deliberate_reason(cls, name)}\n        e.g. {name}: "
+        print(f"  {len(items):>4}  {cls}: {reason}\n        e.g. {name}: "
               f"converted={str(a)[:110]}  official={str(b)[:110]}")
 
     faster = os.path.join(configs2, "faster_rcnn", "faster_rcnn_r50_fpn_1x_coco.py")
