@@ -150,7 +150,9 @@ def _warmup(lr: dict[str, Any], report: Report) -> list[dict[str, Any]]:
     if kind == "constant":
         return [{"type": "ConstantLR", "factor": ratio, **span}]
     if kind == "exp":
-        if by_epoch or not iters:
+        if not iters:
+            return []  # 2.x warmed up while cur_iter < warmup_iters: never
+        if by_epoch:
             # ExponentialLR keeps its per-step gamma when converted from epochs, and the number of
             # iterations per epoch is unknown here, so the growth rate cannot be written down.
             raise ConfigConversionError("lr_config.warmup", "exp (with warmup_by_epoch=True)", "3.x writes an "
