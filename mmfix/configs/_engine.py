@@ -20,8 +20,7 @@ LEGACY_SCHEDULE_RUNTIME_KEYS = ("optimizer", "optimizer_config", "lr_config", "m
                                 "opencv_num_threads", "mp_start_method", "auto_resume")
 
 _SUPPORTED_POLICIES = ("step", "fixed", "CosineAnnealing", "FlatCosineAnnealing", "poly", "exp", "CosineRestart",
-                       "OneCycle", "YOLOX")
-_WARMUPS = ("linear", "constant", "exp")
+                       "OneCycle", "YOLOX", "cyclic")
 
 
 class Loop:
@@ -136,30 +135,40 @@ def _span(loop: Loop, by_epoch: bool) -> dict[str, Any]:
     return {"begin": 0, "end": loop.length, "by_epoch": False}
 
 
-def _warmup(lr: dict[str, Any], report: Report) -> dict[str, Any] | None:
+def _warmup(lr: dict[str, Any], report: Report) -> list[dict[str, Any]]:
     kind = lr.pop("warmup", None)
     iters = lr.pop("warmup_iters", 0)
     ratio = lr.pop("warmup_ratio", 0.1)
     by_epoch = lr.pop("warmup_by_epoch", False)
     if kind is None:
-        return None
+        return []
     span: dict[str, Any] = {"by_epoch": bool(by_epoch), "begin": 0, "end": iters}
     if by_epoch:
         span["convert_to_iter_based"] = True  # 2.x warmed up every iteration of those epochs
     if kind == "linear":
-        return {"type": "LinearLR", "start_factor": ratio, **span}
+        return [{"type": "LinearLR", "start_factor": ratio, **span}]
     if kind == "constant":
-        return {"type": "ConstantLR", "factor": ratio, **span}
+        return [{"type": "ConstantLR", "factor": ratio, **span}]
     if kind == "exp":
-        # 2.x: lr * ratio ** (1 - t / T), i.e. geometric growth from ratio to 1:
-        # ExponentialLR multiplies by gamma each step, starting from the base lr,
-        # so the start has to be set by a factor first -- not expressible in one
-        # 3.x scheduler; this is the only warm-up MMEngine lacks.
-        raise ConfigConversionError("lr_config.warmup", kind, "3.x warm-ups are LinearLR (warmup='linear') and "
-                                    "ConstantLR (warmup='constant'); write param_scheduler by hand for an "
-                                    "exponential warm-up, or use warmup='linear'.")
-    raise ConfigConversionError("lr_config.warmup", kind, "3.x offers 'linear' (LinearLR) and 'constant' "
-                                "(ConstantLR) warm-ups.")
+        if not iters:
+            return []  # 2.x warmed up while cur_iter < warmup_iters: never
+        if by_epoch:
+            # ExponentialLR keeps its per-step gamma when converted from epochs, and the number of
+            # iterations per epoch is unknown here, so the growth rate cannot be written down.
+            raise ConfigConversionError("lr_config.warmup", "exp (with warmup_by_epoch=True)", "3.x writes an "
+                                        "exponential warm-up per iteration (ConstantLR + ExponentialLR over "
+                                        "warmup_iters iterations); give warmup_iters in iterations "
+                                        "(warmup_by_epoch=False), or use warmup='linear'.")
+        # 2.x: lr * ratio ** (1 - t / T) for t < T, then lr. MMEngine's schedulers multiply: a ConstantLR
+        # that never ends sets the start (ratio), an ExponentialLR with gamma = ratio ** (-1 / T) grows it
+        # for T steps, ending at ratio * gamma ** T == 1.
+        report.note(f"lr_config.warmup='exp': written as ConstantLR(factor={ratio}) (for the whole run) and "
+                    f"ExponentialLR(gamma=ratio ** (-1 / {iters})) over the first {iters} iterations")
+        return [{"type": "ConstantLR", "factor": ratio, "by_epoch": False, "begin": 0},
+                {"type": "ExponentialLR", "gamma": float(ratio) ** (-1.0 / iters), "by_epoch": False, "begin": 0,
+                 "end": iters + 1}]
+    raise ConfigConversionError("lr_config.warmup", kind, "3.x offers 'linear' (LinearLR), 'constant' "
+                                "(ConstantLR) and 'exp' (ConstantLR + ExponentialLR) warm-ups.")
 
 
 def convert_lr_config(src: dict[str, Any], out: dict[str, Any], report: Report, loop: Loop,
@@ -172,13 +181,14 @@ def convert_lr_config(src: dict[str, Any], out: dict[str, Any], report: Report, 
     if lr is not None:
         lr = dict(lr)
         policy = lr.pop("policy", None)
-        by_epoch = lr.pop("by_epoch", True)
+        # mmcv's cyclic and one-cycle hooks defaulted to by_epoch=False, the others to True.
+        by_epoch = lr.pop("by_epoch", policy not in ("cyclic", "Cyclic", "OneCycle"))
         if policy == "YOLOX":
             schedulers = _yolox(lr, loop, base_lr, report)
+        elif policy in ("cyclic", "Cyclic"):
+            schedulers = _warmup(lr, report) + _cyclic(lr, loop, by_epoch, "lr_config", "LR")
         else:
-            warmup = _warmup(lr, report)
-            if warmup is not None:
-                schedulers.append(warmup)
+            schedulers.extend(_warmup(lr, report))
             main = _main_policy(policy, lr, loop, by_epoch, base_lr)
             if main is not None:
                 schedulers.append(main)
@@ -251,6 +261,56 @@ def _main_policy(policy: Any, lr: dict[str, Any], loop: Loop, by_epoch: bool,
                                 "CosineRestartLR, OneCycleLR, ...); write param_scheduler=[...] by hand for others.")
 
 
+def _cyclic(cfg: dict[str, Any], loop: Loop, by_epoch: bool, key: str, kind: str) -> list[dict[str, Any]]:
+    """2.x's cyclic policy (mmcv CyclicLrUpdaterHook / CyclicMomentumUpdaterHook), one cycle of an
+    iteration-based run, as two MMEngine phases.
+
+    2.x: up = int(step_ratio_up * max_iters); for t < up anneal base -> base * r0, then
+    base * r0 -> base * r1 over the rest. MMEngine's chained schedulers start each phase from the
+    current value, so the first phase runs one step longer (to t == up, where it reaches r0 exactly)
+    and the second starts there.
+    """
+    default_ratio = (10, 1e-4) if kind == "LR" else (0.85 / 0.95, 1)
+    ratio = cfg.pop("target_ratio", default_ratio)
+    if isinstance(ratio, (int, float)):
+        ratio = (ratio, ratio / 1e5)
+    elif len(ratio) == 1:
+        ratio = (ratio[0], ratio[0] / 1e5)
+    times = cfg.pop("cyclic_times", 1)
+    up_ratio = cfg.pop("step_ratio_up", 0.4)
+    strategy = cfg.pop("anneal_strategy", "cos")
+    cfg.pop("gamma", None)  # scales cycles after the first; there is one
+    offered = (f"3.x has no cyclic {kind.lower()} scheduler; mmfix writes one cycle of an IterBasedRunner run exactly "
+               f"(CosineAnnealing{kind} / Linear{kind} phases). Write "
+               "param_scheduler by hand (e.g. OneCycleLR for policy='OneCycle'), or use an IterBasedRunner "
+               "with cyclic_times=1.")
+    if times != 1:
+        raise ConfigConversionError(f"{key}.cyclic_times", times, offered)
+    r0, r1 = float(ratio[0]), float(ratio[1])
+    if strategy == "linear" and not (0 < r0 <= 1 and 0 <= r1 <= r0):
+        # Linear{kind} multiplies by factors in [0, 1]; a rising linear phase has no 3.x spelling.
+        raise ConfigConversionError(f"{key}.anneal_strategy", "linear (with a rising phase)", "3.x's Linear"
+                                    f"{kind} only lowers a value; anneal_strategy='cos' converts exactly. " + offered)
+    if loop.by_epoch or by_epoch:
+        raise ConfigConversionError(f"{key}.policy", "cyclic (in an epoch-based run)", "its phase lengths are "
+                                    "whole iterations of the run, unknown before the dataset is read: " + offered)
+    up = int(up_ratio * loop.length)
+    if up < 1 or up >= loop.length or strategy not in ("cos", "linear"):
+        raise ConfigConversionError(f"{key}.step_ratio_up / anneal_strategy", (up_ratio, strategy),
+                                    "needs a first phase of at least one iteration and 'cos' or 'linear': "
+                                    + offered)
+    span = {"by_epoch": False}
+    if strategy == "cos":
+        # eta_min_ratio is relative to each group's initial value, as 2.x's ratios were.
+        return [{"type": f"CosineAnnealing{kind}", "T_max": up, "eta_min_ratio": r0, "begin": 0, "end": up + 1,
+                 **span},
+                {"type": f"CosineAnnealing{kind}", "T_max": loop.length - up, "eta_min_ratio": r1, "begin": up,
+                 "end": loop.length, **span}]
+    return [{"type": f"Linear{kind}", "start_factor": 1.0, "end_factor": r0, "begin": 0, "end": up + 1, **span},
+            {"type": f"Linear{kind}", "start_factor": 1.0, "end_factor": r1 / r0, "begin": up,
+             "end": loop.length + 1, **span}]
+
+
 def _yolox(lr: dict[str, Any], loop: Loop, base_lr: float | None, report: Report) -> list[dict[str, Any]]:
     """YOLOX's 2.x hook: quadratic warm-up (warmup='exp'), cosine, then a flat tail."""
     warm = lr.pop("warmup_iters", 5)
@@ -279,7 +339,7 @@ def _yolox(lr: dict[str, Any], loop: Loop, base_lr: float | None, report: Report
 
 def _momentum(momentum: dict[str, Any], loop: Loop) -> list[dict[str, Any]]:
     policy = momentum.pop("policy", None)
-    by_epoch = momentum.pop("by_epoch", True)
+    by_epoch = momentum.pop("by_epoch", policy not in ("cyclic", "Cyclic", "OneCycle"))
     span = _span(loop, by_epoch)
     if policy == "step":
         return [{"type": "MultiStepMomentum", **span, "milestones": list(momentum.pop("step")),
@@ -291,9 +351,11 @@ def _momentum(momentum: dict[str, Any], loop: Loop) -> list[dict[str, Any]]:
         elif "min_momentum_ratio" in momentum:
             target["eta_min_ratio"] = momentum.pop("min_momentum_ratio")
         return [target]
-    raise ConfigConversionError("momentum_config.policy", policy, "3.x offers MultiStepMomentum (policy='step') "
-                                "and CosineAnnealingMomentum (policy='CosineAnnealing'); cyclic and one-cycle "
-                                "momentum follow OneCycleLR in 3.x. Write param_scheduler by hand for others.")
+    if policy in ("cyclic", "Cyclic"):
+        return _cyclic(momentum, loop, by_epoch, "momentum_config", "Momentum")
+    raise ConfigConversionError("momentum_config.policy", policy, "3.x offers MultiStepMomentum (policy='step'), "
+                                "CosineAnnealingMomentum (policy='CosineAnnealing') and, for one cycle of an "
+                                "iteration-based run, policy='cyclic'. Write param_scheduler by hand for others.")
 
 
 # ----------------------------------------------------------------------------- runtime

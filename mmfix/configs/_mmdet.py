@@ -45,6 +45,21 @@ class _State:
         self.seg_scale_factor: float | None = None
         self.tta: dict[str, Any] | None = None
         self.batch_pad: Any = None
+        self.pad_values: dict[str, Any] = {}
+
+
+def _pad_values(pad_val: Any) -> dict[str, Any]:
+    """2.x Pad's pad_val (img 0, masks 0, seg 255 by default) -> the data preprocessor's non-default values."""
+    if pad_val is None:
+        return {}
+    if not isinstance(pad_val, dict):
+        pad_val = {"img": pad_val}
+    out: dict[str, Any] = {}
+    for key, target, default in (("img", "pad_value", 0), ("masks", "mask_pad_value", 0),
+                                 ("seg", "seg_pad_value", 255)):
+        if key in pad_val and pad_val[key] != default:
+            out[target] = pad_val[key]
+    return out
 
 
 # ----------------------------------------------------------------------------- pipelines
@@ -142,8 +157,17 @@ def _transform(t: dict[str, Any], report: Report, state: _State, *, test: bool, 
     if kind == "Pad":
         if "size_divisor" in t and "size" not in t and not t.get("pad_to_square"):
             state.pad_divisor = t["size_divisor"]
+            values = _pad_values(t.get("pad_val"))
+            image_value = values.pop("pad_value", None)
+            if not test:  # masks and maps are padded for training; the test pipeline has none
+                state.pad_values = values
             report.moved(f"{where}: Pad(size_divisor)", "model.data_preprocessor.pad_size_divisor")
-            return None
+            if image_value is None:
+                return None
+            # The data preprocessor pads normalised images with one number; an image pad value such as
+            # (128, 128, 128) applied before Normalize stays a Pad transform (the preprocessor's
+            # padding is then a no-op on these already divisible images).
+            return {"type": "Pad", "size_divisor": t["size_divisor"], "pad_val": {"img": image_value}}
         if "size" in t and not test and not t.get("pad_to_square") and isinstance(t.get("pad_val", 0), (int, float)) \
                 and not t.get("pad_val", 0):
             # A fixed-size zero pad after Normalize: 3.x pads the normalised batch to that size.
@@ -195,6 +219,10 @@ def _transform(t: dict[str, Any], report: Report, state: _State, *, test: bool, 
         return {"type": "RandomChoice", "transforms": policies}
     if kind == "Expand":
         return t
+    if kind == "RandomShift" and "shift_ratio" in t:
+        t["prob"] = t.pop("shift_ratio")
+        report.moved(f"{where}: RandomShift.shift_ratio", "RandomShift.prob")
+        return t
     # Same name and arguments in 3.x: PhotoMetricDistortion, MinIoURandomCrop, RandomCrop, Mosaic,
     # RandomAffine, MixUp, YOLOXHSVRandomAug, FilterAnnotations, CutOut, RandomCenterCropPad, ...
     return t
@@ -220,8 +248,6 @@ def _flip_aug(t: dict[str, Any], report: Report, state: _State, where: str,
             if r is not None:
                 out.append(r)
                 resize_done = True
-            if annotations is not None:
-                out.append(copy.deepcopy(annotations))
             continue
         if x.get("type") == "RandomFlip":
             continue  # inside MultiScaleFlipAug, 2.x flipped by the wrapper's `flip` only, whatever flip_ratio said
@@ -230,13 +256,17 @@ def _flip_aug(t: dict[str, Any], report: Report, state: _State, where: str,
             out.append(c)
     if not resize_done and scales is not None:
         out.insert(0, {"type": "Resize", "scale": tuple(scale_list[0]), "keep_ratio": True})
+    if annotations is not None:
+        # Loaded after every geometric step, so evaluation sees the boxes/masks at the original size.
+        out.append(copy.deepcopy(annotations))
     if any(x.get("type") == "RandomCenterCropPad" for x in out):
         # CenterNet/CornerNet heads decode with the crop's border in 3.x.
         out.append({"type": "PackDetInputs", "meta_keys": ("img_id", "img_path", "ori_shape", "img_shape", "border")})
     else:
         out.append({"type": "PackDetInputs", "meta_keys": _TEST_META_KEYS})
     if len(scale_list) > 1 or flip:
-        inner_steps = [x for x in out if x.get("type") not in ("Resize", "LoadAnnotations", "PackDetInputs")]
+        inner_steps = [x for x in out if x.get("type") not in ("Resize", "LoadAnnotations", "LoadPanopticAnnotations",
+                                                                  "PackDetInputs")]
         state.tta = {"scales": scale_list if scales is not None else None, "flip": flip,
                      "scale_factor": t.get("scale_factor"), "inner": inner_steps}
         report.note(f"{where}: 2.x tested with test-time augmentation (scales {scale_list}, flip={flip}); 3.x runs "
@@ -311,8 +341,15 @@ def _dataset(ds: dict[str, Any], report: Report, state: _State, *, test: bool, w
         ds["metainfo"] = {"classes": tuple(ds.pop("classes"))}
         report.moved(f"{where}.classes", f"{where}.metainfo.classes")
     filter_empty = ds.pop("filter_empty_gt", True)
+    open_images = kind in ("OpenImagesDataset", "OpenImagesChallengeDataset")
     if test:
         ds["test_mode"] = True
+    elif open_images:
+        # 2.x's OpenImagesDataset never filtered images (and warned that it could not).
+        if "meta_file" not in ds:
+            report.note(f"{where}: 3.x's {kind} reads image sizes from meta_file (a pickle made by "
+                        "tools/misc/get_image_metas.py), where 2.x read them from the images: set "
+                        f"{where}.meta_file before training")
     else:
         # 2.x dropped images smaller than 32 px and (by default) without boxes when training.
         ds["filter_cfg"] = {"filter_empty_gt": filter_empty, "min_size": 32}
@@ -324,6 +361,18 @@ def _dataset(ds: dict[str, Any], report: Report, state: _State, *, test: bool, w
     if "pipeline" in ds:
         ds["pipeline"] = convert_pipeline(ds["pipeline"], report, state, test=test, where=where,
                                           annotations=annotations)
+        if open_images:
+            for t in ds["pipeline"]:
+                if t.get("type") == "LoadAnnotations" and t.pop("denorm_bbox", None) is not None:
+                    report.moved(f"{where}: LoadAnnotations.denorm_bbox", f"{where}.meta_file (3.x's {kind} "
+                                                                         "denormalises boxes itself)")
+                if t.get("type") == "LoadAnnotations" and t.pop("normed_bbox", None) is not None:
+                    report.drop(f"{where}: LoadAnnotations.normed_bbox", "not an argument of 2.x's "
+                                "LoadAnnotations either (2.x failed on it); 3.x's dataset denormalises boxes")
+                if test and t.get("type") == "PackDetInputs":
+                    # OpenImagesMetric reads the ground truth and image-level labels from the meta.
+                    keys = t.get("meta_keys") or _TEST_META_KEYS
+                    t["meta_keys"] = tuple(keys) + ("instances", "image_level_labels")
     return ds
 
 
@@ -481,9 +530,17 @@ def _pretrained(model: dict[str, Any], report: Report) -> None:
     if pretrained is None:
         return
     backbone = model.get("backbone")
-    if isinstance(backbone, dict) and "init_cfg" not in backbone:
-        backbone["init_cfg"] = {"type": "Pretrained", "checkpoint": pretrained}
-        report.moved("model.pretrained", "model.backbone.init_cfg")
+    if not isinstance(backbone, dict):
+        report.drop("model.pretrained", "the model has no backbone to load it into")
+        return
+    inherited = backbone.get("init_cfg")
+    if inherited is not None and inherited != {"type": "Pretrained", "checkpoint": pretrained}:
+        # 2.x's ResNet refused this pair at build time ("init_cfg and pretrained cannot be specified at
+        # the same time"); configs that set it meant the child's `pretrained` to replace the base's weights.
+        report.note(f"model.pretrained={pretrained!r} replaces the inherited model.backbone.init_cfg={inherited!r} "
+                    "(2.x refused the pair when building a ResNet)")
+    backbone["init_cfg"] = {"type": "Pretrained", "checkpoint": pretrained}
+    report.moved("model.pretrained", "model.backbone.init_cfg")
 
 
 def _match_costs(node: Any, box_format: str | None) -> None:
@@ -536,10 +593,38 @@ def _renamed_arguments(model: dict[str, Any], report: Report) -> None:
         for stage in rpn.get("stages", []):
             if stage.pop("sampling", None) is not None:
                 report.drop("model.rpn_head.stages[].sampling", "3.x heads sample as train_cfg.sampler says")
+    _restructured_cfgs(model, report)
     teacher = model.get("teacher_config")
     if isinstance(teacher, str):
         report.note(f"model.teacher_config={teacher!r} names a 2.x config file; 3.x renamed the official files, "
                     "so point it at the teacher's 3.x config (or convert it with mmfix convert-config)")
+
+
+def _restructured_cfgs(model: dict[str, Any], report: Report) -> None:
+    """train_cfg / test_cfg entries that 3.x reads from another place (or that 2.x hard-coded)."""
+    test_cfg = model.get("test_cfg")
+    head: dict[str, Any] = model["bbox_head"] if isinstance(model.get("bbox_head"), dict) else {}
+    if model.get("type") == "YOLACT" and isinstance(test_cfg, dict):
+        # 2.x's YOLACTProtonet binarised masks at a fixed 0.5; 3.x reads both thresholds from test_cfg
+        # (and fails at test time without them).
+        for key in ("mask_thr", "mask_thr_binary"):
+            if key not in test_cfg:
+                test_cfg[key] = 0.5
+        report.moved("YOLACT's fixed 0.5 mask threshold", "model.test_cfg.mask_thr / mask_thr_binary")
+    if model.get("type") == "PanopticFPN" and isinstance(test_cfg, dict) \
+            and isinstance(test_cfg.get("panoptic"), dict) and isinstance(test_cfg.get("rcnn"), dict):
+        # 2.x's PanopticFPN ran its own NMS with test_cfg.panoptic (score_thr, nms, max_per_img) and
+        # binarised masks with panoptic.mask_thr_binary, never reading test_cfg.rcnn; 3.x's runs the
+        # RoI head with test_cfg.rcnn and hands binary masks to the fusion head.
+        panoptic, rcnn = test_cfg["panoptic"], test_cfg["rcnn"]
+        for key in ("score_thr", "nms", "max_per_img", "mask_thr_binary"):
+            if key in panoptic:
+                rcnn[key] = panoptic.pop(key)
+                report.moved(f"model.test_cfg.panoptic.{key}", f"model.test_cfg.rcnn.{key}")
+    if head.get("type") == "FCOSHead" and isinstance(model.get("train_cfg"), dict):
+        # FCOSHead assigns its own targets and never read train_cfg, in 2.x or 3.x.
+        model.pop("train_cfg")
+        report.drop("model.train_cfg", "FCOSHead never reads it (2.x and 3.x)")
 
 
 def convert_model(src: dict[str, Any], out: dict[str, Any], report: Report, state: _State) -> None:
@@ -563,6 +648,7 @@ def convert_model(src: dict[str, Any], out: dict[str, Any], report: Report, stat
             report.note("no Normalize in the 2.x pipeline: the data preprocessor does not normalise either")
         if state.pad_divisor is not None:
             pre["pad_size_divisor"] = state.pad_divisor
+            pre.update(state.pad_values)
         if state.pad_mask:
             pre["pad_mask"] = True
         if state.pad_seg:

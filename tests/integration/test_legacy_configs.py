@@ -121,8 +121,9 @@ optimizer_config = dict(grad_clip=dict(max_norm=7, norm_type=2))
 @pytest.mark.parametrize("extra, key, fragment", [
     ("lr_config = dict(policy='Bogus', step=[1])", "lr_config.policy", "'Bogus'"),
     ("runner = dict(_delete_=True, type='MyRunner', max_epochs=1)", "runner.type", "'MyRunner'"),
-    ("lr_config = dict(_delete_=True, policy='step', step=[1], warmup='exp', warmup_iters=2)",
-     "lr_config.warmup", "'exp'"),
+    ("lr_config = dict(_delete_=True, policy='step', step=[1], warmup='exp', warmup_iters=1, warmup_by_epoch=True)",
+     "lr_config.warmup", "warmup_by_epoch=False"),
+    ("lr_config = dict(_delete_=True, policy='cyclic', target_ratio=(10, 1e-4))", "lr_config.policy", "OneCycleLR"),
     ("log_config = dict(hooks=[dict(type='NeptuneLoggerHook')])", "log_config.hooks", "NeptuneLoggerHook"),
 ])
 def test_unconvertible_2x_key_is_one_clear_error(mmdet_dir, coco, tmp_path, extra, key, fragment):

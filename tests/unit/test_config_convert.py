@@ -124,3 +124,51 @@ def test_classify_leaves_3x_and_plain_configs_alone():
 def test_a_3x_helper_variable_named_data_is_not_a_2x_key():
     assert classify({"data": {"root": "x"}, "train_dataloader": {}}) == "3.x"
     assert classify({"data": {"samples_per_gpu": 2}, "train_dataloader": {}}) == "mixed"
+
+
+def _data(train_pipeline: list, test_pipeline: list, kind: str = "CocoDataset", **extra: object) -> dict:
+    return {"runner": {"type": "EpochBasedRunner", "max_epochs": 1},
+            "model": {"type": "MaskRCNN", "backbone": {"type": "ResNet", "depth": 50}},
+            "data": {"samples_per_gpu": 2, "workers_per_gpu": 2,
+                     "train": {"type": kind, "ann_file": "a.json", "img_prefix": "i/", "pipeline": train_pipeline,
+                               **extra},
+                     "test": {"type": kind, "ann_file": "b.json", "img_prefix": "j/", "pipeline": test_pipeline,
+                              **extra}}}
+
+
+def test_an_image_pad_value_before_normalize_stays_a_pad_transform():
+    # Mask2Former's 2.x test pipeline: Pad(size_divisor=32, pad_val=dict(img=(128, 128, 128), masks=0, seg=255))
+    norm = {"type": "Normalize", "mean": [1, 2, 3], "std": [1, 1, 1], "to_rgb": True}
+    pad = {"type": "Pad", "size_divisor": 32, "pad_val": {"img": (128, 128, 128), "masks": 0, "seg": 255}}
+    test = [{"type": "LoadImageFromFile"},
+            {"type": "MultiScaleFlipAug", "img_scale": (1333, 800), "flip": False,
+             "transforms": [{"type": "Resize", "keep_ratio": True}, {"type": "RandomFlip"}, pad, norm,
+                            {"type": "ImageToTensor", "keys": ["img"]}, {"type": "Collect", "keys": ["img"]}]}]
+    train = [{"type": "LoadImageFromFile"}, {"type": "LoadAnnotations", "with_bbox": True, "with_mask": True},
+             {"type": "Pad", "size_divisor": 32, "pad_val": {"masks": 0, "seg": 7}}, norm,
+             {"type": "DefaultFormatBundle"}, {"type": "Collect", "keys": ["img"]}]
+    out, _ = convert(_data(train, test))
+    steps = out["test_dataloader"]["dataset"]["pipeline"]
+    assert {"type": "Pad", "size_divisor": 32, "pad_val": {"img": (128, 128, 128)}} in steps
+    assert [t["type"] for t in out["train_dataloader"]["dataset"]["pipeline"]] == [
+        "LoadImageFromFile", "LoadAnnotations", "PackDetInputs"]
+    pre = out["model"]["data_preprocessor"]
+    assert pre["pad_size_divisor"] == 32 and pre["pad_mask"] is True
+    assert pre["seg_pad_value"] == 7 and "mask_pad_value" not in pre  # the training Pad's values, not defaults
+    assert "pad_value" not in pre  # the image was padded before normalising, by the Pad transform
+
+
+def test_open_images_sets_are_not_filtered_and_pack_what_the_metric_reads():
+    train = [{"type": "LoadImageFromFile"}, {"type": "LoadAnnotations", "with_bbox": True, "denorm_bbox": True},
+             {"type": "DefaultFormatBundle"}, {"type": "Collect", "keys": ["img"]}]
+    test = [{"type": "LoadImageFromFile"},
+            {"type": "MultiScaleFlipAug", "img_scale": (1024, 800), "flip": False,
+             "transforms": [{"type": "Resize", "keep_ratio": True}, {"type": "Collect", "keys": ["img"]}]}]
+    out, report = convert(_data(train, test, kind="OpenImagesDataset", label_file="l.csv", hierarchy_file="h.json"))
+    train_set = out["train_dataloader"]["dataset"]
+    assert "filter_cfg" not in train_set
+    assert {"type": "LoadAnnotations", "with_bbox": True} in train_set["pipeline"]
+    assert any("meta_file" in note for note in report.notes)
+    pack = out["test_dataloader"]["dataset"]["pipeline"][-1]
+    assert pack["type"] == "PackDetInputs" and {"instances", "image_level_labels"} <= set(pack["meta_keys"])
+    assert out["test_evaluator"]["type"] == "OpenImagesMetric"
