@@ -202,8 +202,6 @@ DELIBERATE: list[tuple[str, str | None, str]] = [
     ("test_dataloader.num_workers", None, "2.x used workers_per_gpu for testing too; the 3.x configs chose 2"),
     ("val_dataloader.batch_size", None, "2.x validated 1 image per GPU unless data.val set samples_per_gpu"),
     ("test_dataloader.batch_size", None, "2.x tested 1 image per GPU unless data.test set samples_per_gpu"),
-    ("model.data_preprocessor.pad_mask", None, ("2.x's Pad padded the loaded masks too; 3.x's HTC-family configs "
-                                               "leave pad_mask out (RoI mask heads crop, so no effect on them)")),
     ("val_evaluator.metric", None, "2.x evaluated every metric listed in `evaluation`; some 3.x configs fewer"),
     ("test_evaluator.metric", None, "2.x evaluated every metric listed in `evaluation`; some 3.x configs fewer"),
     ("param_scheduler[].end", None, ("the 2.x schedule ran to the end of training; some 3.x configs end at "

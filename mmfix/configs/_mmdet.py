@@ -627,6 +627,12 @@ def _restructured_cfgs(model: dict[str, Any], report: Report) -> None:
         report.drop("model.train_cfg", "FCOSHead never reads it (2.x and 3.x)")
 
 
+#: Detectors whose mask targets are cropped RoI by RoI from the image-sized masks: padding the
+#: masks to the batch shape (2.x's Pad did) changes nothing, and 3.x's configs for them leave
+#: pad_mask out (it copies every mask once more per image).
+_MASKS_CROPPED_PER_ROI = frozenset({"HybridTaskCascade", "SCNet"})
+
+
 def convert_model(src: dict[str, Any], out: dict[str, Any], report: Report, state: _State) -> None:
     model = src.pop("model", None)
     if model is None:
@@ -649,8 +655,12 @@ def convert_model(src: dict[str, Any], out: dict[str, Any], report: Report, stat
         if state.pad_divisor is not None:
             pre["pad_size_divisor"] = state.pad_divisor
             pre.update(state.pad_values)
-        if state.pad_mask:
+        if state.pad_mask and model.get("type") not in _MASKS_CROPPED_PER_ROI:
             pre["pad_mask"] = True
+        elif state.pad_mask:
+            report.note(f"{model.get('type')}: masks are not padded with the batch (pad_mask left out, as in "
+                        "3.x's own configs): its mask heads crop each RoI's target from the unpadded mask, so "
+                        "2.x's padding of the masks made no difference")
         if state.pad_seg:
             pre["pad_seg"] = True
         if state.batch_pad is not None:

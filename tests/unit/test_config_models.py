@@ -180,3 +180,12 @@ def test_cyclic_schedulers_build_in_mmengine():
         cfg = dict(cfg)
         cfg.pop("type")
         CosineAnnealingMomentum(optimizer, **cfg)
+
+
+def test_htc_family_masks_are_not_batch_padded_as_in_3x_and_it_is_said():
+    out, report = converted("htc/htc_without_semantic_r50_fpn_1x_coco.py")
+    pre = out["model"]["data_preprocessor"]
+    assert "pad_mask" not in pre and pre["pad_size_divisor"] == 32
+    assert any("pad_mask left out" in note for note in report.notes)
+    model = build(out["model"])
+    assert model.data_preprocessor.pad_mask is False
