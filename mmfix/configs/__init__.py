@@ -198,7 +198,8 @@ def apply_legacy_keys(cfg: dict[str, Any], own_keys: Iterable[str] = ()) -> tupl
     else:
         by_epoch = "Iter" not in str(train_cfg.get("type", "EpochBased"))
         loop = _engine.Loop(by_epoch, int(train_cfg.get("max_epochs", train_cfg.get("max_iters", 12))))
-    legacy.pop("workflow", None) is not None and report.drop("workflow", "3.x trains by train_cfg")
+    if legacy.pop("workflow", None) is not None:
+        report.drop("workflow", "3.x trains by train_cfg")
     if "lr_config" in legacy or "momentum_config" in legacy:
         base_lr = ((out.get("optim_wrapper") or {}).get("optimizer") or {}).get("lr")
         _engine.convert_lr_config(legacy, scratch, Report(), loop, base_lr)

@@ -456,7 +456,7 @@ def convert_custom_hooks(src: dict[str, Any], out: dict[str, Any], report: Repor
     converted = []
     for hook in hooks:
         hook = dict(hook)
-        rule = renames.get(hook.get("type"))
+        rule = renames.get(str(hook.get("type")))
         if rule is None:
             converted.append(hook)
         elif rule is False:
@@ -470,7 +470,7 @@ def convert_custom_hooks(src: dict[str, Any], out: dict[str, Any], report: Repor
 def ema_hook(hook: dict[str, Any], report: Report) -> dict[str, Any]:
     """2.x ExpMomentumEMAHook / LinearMomentumEMAHook -> 3.x EMAHook with the matching EMA model."""
     kind = hook.pop("type")
-    target = {"type": "EMAHook", "ema_type": "ExpMomentumEMA" if kind.startswith("Exp") else "LinearMomentumEMA"}
+    target: dict[str, Any] = {"type": "EMAHook", "ema_type": "ExpMomentumEMA" if kind.startswith("Exp") else "LinearMomentumEMA"}
     for key in ("momentum", "gamma", "interval", "priority", "resume_from"):
         if key in hook:
             target[key] = hook.pop(key)

@@ -54,8 +54,9 @@ def own_keys(filename: str) -> set[str]:
         for target in targets:
             if isinstance(target, ast.Name):
                 keys.add(target.id)
-                if node.value is not None:
-                    walk(node.value, target.id)
+                value = getattr(node, "value", None)  # an annotation without a value has none
+                if value is not None:
+                    walk(value, target.id)
     return keys
 
 

@@ -71,7 +71,7 @@ def _resize(t: dict[str, Any], report: Report, scale_from_aug: Any = None) -> di
     ratio = t.pop("ratio_range", None)
     keep = t.pop("keep_ratio", True)  # 2.x default True; 3.x's Resize defaults to False
     t.pop("override", None)
-    extra = {k: t[k] for k in ("bbox_clip_border", "backend", "interpolation") if k in t}
+    extra: dict[str, Any] = {k: t[k] for k in ("bbox_clip_border", "backend", "interpolation") if k in t}
     if img_scale is None:
         if "scale_factor" in t:
             return {"type": "Resize", "scale_factor": t["scale_factor"], "keep_ratio": keep, **extra}
@@ -255,7 +255,7 @@ def _flip_aug(t: dict[str, Any], report: Report, state: _State, where: str,
         if c is not None and c.get("type") != "PackDetInputs":
             out.append(c)
     if not resize_done and scales is not None:
-        out.insert(0, {"type": "Resize", "scale": tuple(scale_list[0]), "keep_ratio": True})
+        out.insert(0, {"type": "Resize", "scale": tuple(scale_list[0] or ()), "keep_ratio": True})
     if annotations is not None:
         # Loaded after every geometric step, so evaluation sees the boxes/masks at the original size.
         out.append(copy.deepcopy(annotations))
@@ -491,7 +491,7 @@ def _evaluators(evaluation: dict[str, Any] | None, out: dict[str, Any], report: 
             continue
         ds = _innermost(loader["dataset"])
         kind = ds.get("type")
-        metric_type = _METRICS.get(kind)
+        metric_type = _METRICS.get(str(kind))
         if metric_type is None:
             raise ConfigConversionError(f"data.{name}.type", kind, "the 2.x `evaluation` of a dataset "
                                         "mmfix does not know cannot pick a 3.x metric; set val_evaluator / "
