@@ -22,6 +22,7 @@ class UnknownArgumentsError(LegacyUsageError):
     def __init__(self, message: str, arguments: Sequence[str]) -> None:
         super().__init__(message)
         self.arguments = tuple(arguments)
+        self.usage = ""  # the parser's usage line, where the shell knows it
 
 
 _NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
@@ -38,9 +39,12 @@ def consume(argv: Sequence[str], i: int, nargs: object, eq: str) -> int:
         return 0
     rest = argv[i + 1:]
     if nargs is None:
-        return 1 if rest else 0
+        nargs = 1
     if isinstance(nargs, int):
-        return min(nargs, len(rest))
+        count = 0
+        while count < min(nargs, len(rest)) and not is_option(rest[count]):
+            count += 1  # as argparse: an option-like token is never a value
+        return count
     if nargs == "?":
         return 1 if rest and not is_option(rest[0]) else 0
     if nargs == "...":
@@ -71,6 +75,7 @@ class Scan:
         self.launcher: str | None = None
         self.positionals: list[str] = []
         self.unknown: list[str] = []  # option tokens neither the parser nor the tables accept
+        self.malformed: list[str] = []  # known options the real parser would refuse, in argparse's words
         i, n = 0, len(argv)
         while i < n:
             token = argv[i]
@@ -88,6 +93,7 @@ class Scan:
                 full = flag if flag in parser.options else expand(parser, flag)
                 consumed = consume(argv, i, parser.options.get(full), eq)
                 values = [inline] if eq else list(argv[i + 1:i + 1 + consumed])
+                self._check_known(full, parser.options.get(full), values, eq)
                 if full == "--cfg-options":
                     self.user_cfg_options.extend(values)
                 if full == "--launcher" and values:
@@ -123,3 +129,18 @@ class Scan:
             self.kept.append(token)
             self.unknown.append(token)
             i += 1
+
+    def _check_known(self, option: str, nargs: object, values: list[str], eq: str) -> None:
+        if nargs == 0:
+            if eq:
+                self.malformed.append(f"argument {option}: ignored explicit argument {values[0]!r}")
+            return
+        wanted = 1 if nargs in (None, "+") else nargs
+        if isinstance(wanted, int) and len(values) < wanted:
+            words = {1: "one argument", "+": "at least one argument"}
+            self.malformed.append(f"argument {option}: expected {words.get(nargs if nargs == '+' else wanted, f'{wanted} arguments')}")
+            return
+        if option == "--cfg-options":
+            bad = [v for v in values if "=" not in v]
+            if bad:
+                self.malformed.append(f"argument --cfg-options: expected key=value pairs, got {bad[0]!r}")

@@ -74,6 +74,8 @@ def suggestion(flag: str, parser: ParserInfo) -> str | None:
 
 def _refuse_unknown(scan: Scan, argv: Sequence[str], parser: ParserInfo, rules: RuleSet, tool: str,
                     program: str) -> None:
+    if scan.malformed:
+        raise UnknownArgumentsError(f"{scan.malformed[0]}. Nothing was started.", [])
     extra_positionals = scan.positionals[len(parser.positionals):] if "--" not in argv else []
     if not scan.unknown and not extra_positionals:
         return

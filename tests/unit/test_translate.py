@@ -282,7 +282,7 @@ def test_property_a_3x_command_passes_through_unchanged(argv, gpus) -> None:
         # refused only what the real parser refuses too (here: positionals beyond `config`)
         with pytest.raises((SystemExit, ValueError)):  # ValueError: MMEngine's DictAction on a non-pair
             TRAIN_PARSER.parse_args(argv)
-        assert exc.message.startswith("unrecognized arguments: ")
+        assert exc.message.startswith(("unrecognized arguments: ", "argument "))
         return
     assert list(plan.argv) == argv and plan.launch is None and plan.env == {} and not plan.notes
 
