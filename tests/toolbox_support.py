@@ -47,7 +47,7 @@ def tools_dir(package: str) -> Path:
 
 
 def write_config(path: Path, toolbox: Toolbox, max_epochs: int = 2) -> Path:
-    imports = ["toolbox_toys", "tinydet"] if toolbox.task == "box" else ["toolbox_toys"]
+    imports = ["toolbox_toys", "ddp_probe"] + (["tinydet"] if toolbox.task == "box" else [])
     path.write_text(f"""
 custom_imports = dict(imports={imports!r}, allow_failed_imports=False)
 model = dict(type='ToolboxToyModel', task='{toolbox.task}')
@@ -70,6 +70,8 @@ default_hooks = dict(logger=dict(type='LoggerHook', interval=1),
 visualizer = dict(type='Visualizer', vis_backends=[dict(type='LocalVisBackend')])
 env_cfg = dict(dist_cfg=dict(backend='nccl'))
 randomness = dict(seed=0)
+auto_scale_lr = dict(enable=False, base_batch_size=8)
+custom_hooks = [dict(type='RankProbeHook')]
 """)
     return path
 
