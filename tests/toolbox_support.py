@@ -23,10 +23,12 @@ class Toolbox:
     task: str  # ToolboxToyModel's prediction shape
     evaluator: str  # the config's test_evaluator (the toolbox's own metric)
     scope: str | None  # None: the toolbox's metric is registered in MMEngine's root (toolbox_toys)
+    visualizer: str = "Visualizer"
 
 
 TOOLBOXES = {
-    "mmseg": Toolbox("mmseg", "mmseg", "seg", "dict(type='IoUMetric', iou_metrics=['mIoU'])", "mmseg"),
+    "mmseg": Toolbox("mmseg", "mmseg", "seg", "dict(type='IoUMetric', iou_metrics=['mIoU'])", "mmseg",
+                     "SegLocalVisualizer"),  # as MMSegmentation's configs: it has the alpha --opacity sets
     "mmpretrain": Toolbox("mmpretrain", "mmpretrain", "cls", "dict(type='Accuracy', topk=(1,))", None),
     "mmpose": Toolbox("mmpose", "mmpose", "pose", "dict(type='EPE')", None),
     # MMDetection3D's metrics need real point-cloud data sets (KITTI, nuScenes …): its tools run
@@ -67,7 +69,7 @@ default_scope = {toolbox.scope!r}
 default_hooks = dict(logger=dict(type='LoggerHook', interval=1),
                      checkpoint=dict(type='CheckpointHook', interval=1),
                      sampler_seed=dict(type='DistSamplerSeedHook'))
-visualizer = dict(type='Visualizer', vis_backends=[dict(type='LocalVisBackend')])
+visualizer = dict(type='{toolbox.visualizer}', vis_backends=[dict(type='LocalVisBackend')])
 env_cfg = dict(dist_cfg=dict(backend='nccl'))
 randomness = dict(seed=0)
 auto_scale_lr = dict(enable=False, base_batch_size=8)
