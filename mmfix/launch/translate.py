@@ -126,8 +126,11 @@ def translate(
         rules, why = rules_for(program, parser, imports)
     rules_line = f"{rules.label} ({why})"
     lookup = rules.lookup(tool)
+    # A flag whose meaning changed while keeping its name (MMSegmentation's --out): refused only on
+    # the 3.x-era tool, i.e. when the parser knows none of the table's other 2.x flags.
+    era_2x = any(parser.knows(s) for s, row in lookup.items() if row.action not in ("out_pkl", "topology"))
     for row in rules.flags(tool):
-        if row.action == "out_pkl":
+        if row.action == "out_pkl" and not era_2x:
             _refuse_pkl_out(argv, row)
     scan = Scan(argv, parser, {s: row.nargs for s, row in lookup.items() if not parser.knows(s)}, _EXAMPLES)
     if strict:

@@ -104,6 +104,20 @@ def test_every_2x_flag_the_3x_tool_lacks_has_a_row(name: str, tool: str) -> None
 
 
 @pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("tool", ["train", "test"])
+def test_a_real_2x_era_tool_keeps_every_flag_it_knows(name: str, tool: str) -> None:
+    old = legacy_info(name, tool)
+    argv = POS[tool].split()
+    for row in BY_NAME[name].flags(tool):
+        spelling = next((s for s in row.spellings if s in old.options), None)
+        if spelling is not None and spelling not in ("--gpu-ids", "--gpu-id"):  # one of the GPU group
+            value = EVAL.get(name, "") if spelling == "--eval" else VALUES.get(spelling, "")
+            argv += [spelling, *value.split()]
+    plan = translate(argv, {}, old, visible_gpus=4, program=str(LEGACY_TOOLS / name / f"{tool}.py"))
+    assert list(plan.argv) == argv and plan.launch is None and not plan.notes and plan.env == {}
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_the_toolbox_is_recognised_from_its_tools_path_and_shown(name: str) -> None:
     for tool in ("train", "test"):
         rules, why = rules_for(real(name, tool)[1], info(name, tool))
