@@ -29,13 +29,13 @@ class ToolboxToyDataset(Dataset):
         self.inputs = torch.randn(num_samples, 8, generator=generator)
         weight = torch.randn(8, _OUT[task], generator=torch.Generator().manual_seed(1234))
         self.targets = self.inputs @ weight
-        self.metainfo = dict(classes=("a", "b", "c")[: 2 if task == "seg" else 3])
+        self.metainfo = {"classes": ("a", "b", "c")[: 2 if task == "seg" else 3]}
 
     def __len__(self) -> int:
         return len(self.inputs)
 
     def __getitem__(self, index: int) -> dict:
-        return dict(inputs=self.inputs[index], data_samples=self.targets[index])
+        return {"inputs": self.inputs[index], "data_samples": self.targets[index]}
 
 
 @MODELS.register_module()
@@ -50,7 +50,7 @@ class ToolboxToyModel(BaseModel):
         targets = torch.stack(list(data_samples)) if isinstance(data_samples, (list, tuple)) else data_samples
         out = self.head(inputs)
         if mode == "loss":
-            return dict(loss=nn.functional.mse_loss(out, targets))
+            return {"loss": nn.functional.mse_loss(out, targets)}
         if mode != "predict":
             return out
         out, targets = out.detach(), targets.detach()
@@ -58,15 +58,15 @@ class ToolboxToyModel(BaseModel):
 
     def _sample(self, pred: torch.Tensor, target: torch.Tensor) -> dict:
         if self.task == "seg":
-            return dict(pred_sem_seg=dict(data=pred.view(2, 4, 4).argmax(0, keepdim=True)),
-                        gt_sem_seg=dict(data=target.view(2, 4, 4).argmax(0, keepdim=True)))
+            return {"pred_sem_seg": {"data": pred.view(2, 4, 4).argmax(0, keepdim=True)},
+                        "gt_sem_seg": {"data": target.view(2, 4, 4).argmax(0, keepdim=True)}}
         if self.task == "cls":
-            return dict(pred_score=pred.softmax(0), gt_label=target.argmax().view(1))
+            return {"pred_score": pred.softmax(0), "gt_label": target.argmax().view(1)}
         if self.task == "pose":
-            return dict(pred_instances=dict(keypoints=pred.view(1, 2, 2).numpy()),
-                        gt_instances=dict(keypoints=target.view(1, 2, 2).numpy(),
-                                          keypoints_visible=np.ones((1, 2), np.float32)))
-        return dict(pred=pred, gt=target)
+            return {"pred_instances": {"keypoints": pred.view(1, 2, 2).numpy()},
+                        "gt_instances": {"keypoints": target.view(1, 2, 2).numpy(),
+                                          "keypoints_visible": np.ones((1, 2), np.float32)}}
+        return {"pred": pred, "gt": target}
 
 
 def _pretrain_accuracy() -> type:

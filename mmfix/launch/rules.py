@@ -133,8 +133,8 @@ MMSEG = RuleSet(
              old_name_of="--cfg-options"),
         Flag(("--eval-options",), "+", "pairs", "test_evaluator.",
              table=(("imgfile_prefix", "output_dir"),
-                    ("efficient_test", ":1.x evaluation is always memory-efficient (it keeps per-image "
-                                       "statistics, not predictions)"))),
+                    ("efficient_test", (":1.x evaluation is always memory-efficient (it keeps per-image "
+                                        "statistics, not predictions)")))),
         Flag(("--opacity",), 1, "cfg", "visualizer.alpha", kind="float"),
     ),
 )

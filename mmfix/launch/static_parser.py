@@ -44,7 +44,7 @@ def _usage(calls: list[tuple[list[str], dict[str, object]]], prog: str) -> str |
         for names, kwargs in calls:
             parser.add_argument(*names, **kwargs)  # type: ignore[arg-type]
         return parser.format_usage()
-    except Exception:  # an unusual combination argparse refuses: no usage line, the rest holds
+    except (argparse.ArgumentError, TypeError, ValueError):  # a combination argparse refuses: no usage line
         return None
 
 

@@ -154,7 +154,7 @@ def translate(
     gpus = visible_gpus
     device_row = next((row for row in rows if row.action == "device"), None)
     if device_row is not None:
-        device_env, device_note = _device(flags[device_row.name][0], env)
+        device_env, device_note = _device(flags[device_row.name][0])
         notes.append(device_note)
         if device_env:
             gpus = None
@@ -315,11 +315,11 @@ def _refuse_pkl_out(argv: Sequence[str], row: Flag) -> None:
                 raise LegacyUsageError(f"{flag} {value}: {row.note}.")
 
 
-def _device(value: str, env: Mapping[str, str]) -> tuple[dict[str, str], str]:
+def _device(value: str) -> tuple[dict[str, str], str]:
     device = value.lower()
     if device == "cpu":
-        return {"CUDA_VISIBLE_DEVICES": ""}, "--device cpu -> CUDA_VISIBLE_DEVICES= (MMEngine uses the CPU " \
-                                              "when no GPU is visible)"
+        return {"CUDA_VISIBLE_DEVICES": ""}, ("--device cpu -> CUDA_VISIBLE_DEVICES= (MMEngine uses the CPU "
+                                              "when no GPU is visible)")
     if device in ("cuda", "gpu") or device.startswith("cuda:"):
         return {}, f"--device {value} dropped: MMEngine uses CUDA whenever it is available"
     if device in ("mlu", "npu", "mps", "musa"):

@@ -72,14 +72,15 @@ def _called_from_main() -> bool:
 def _strict_parse() -> bool:
     """Whether the script called parse_args (unknown arguments are an error), not parse_known_args."""
     frame = sys._getframe(1)
-    while frame is not None:
+    while True:
         name = frame.f_globals.get("__name__", "")
         if name == "argparse" and frame.f_code.co_name in ("parse_args", "parse_intermixed_args"):
             return True
-        if name != "argparse" and not name.startswith("mmfix.") and not name.startswith("wrapt"):
+        if name != "argparse" and not name.startswith(("mmfix.", "wrapt")):
+            return False
+        if frame.f_back is None:
             return False
         frame = frame.f_back
-    return False
 
 
 def _script_facts(path: str) -> tuple[frozenset[str], bool]:

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from conftest import clean_env, run
 from toolbox_support import TOOLBOXES, Toolbox, toolbox_env, tools_dir, write_config
 

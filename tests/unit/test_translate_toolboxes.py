@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from toolbox_support import TOOLBOXES, tools_dir
 
 from mmfix.launch.parser_info import parser_info
 from mmfix.launch.plan import ParserInfo
 from mmfix.launch.rules import BY_NAME, RULESETS, rules_for
 from mmfix.launch.static_parser import parser_info_from_source
 from mmfix.launch.translate import LegacyUsageError, UnknownArgumentsError, translate
-from toolbox_support import TOOLBOXES, tools_dir
 
 LEGACY_TOOLS = Path(__file__).resolve().parents[1] / "data" / "legacy_tools"
 NAMES = ["mmseg", "mmpretrain", "mmpose", "mmdet3d"]
