@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from mmfix.launch.parser_info import parser_info
 from mmfix.launch.plan import ParserInfo
+from mmfix.launch.rules import MMDET
 from mmfix.launch.translate import LegacyUsageError, UnknownArgumentsError, translate
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "tools"
@@ -271,6 +272,24 @@ def test_property_only_usage_errors_and_unknowns_keep_their_order(argv, env, gpu
     unknown = [a for a in argv if a.startswith("--") and a.split("=")[0] not in legacy and not parser.knows(a.split("=")[0])]
     kept = [a for a in plan.argv if a in unknown]
     assert kept == [a for a in unknown]  # every unknown option survives, in its order
+
+
+@settings(max_examples=300, deadline=None)
+@given(argv=tokens, gpus=st.sampled_from([None, 1, 2, 8]), parser=st.sampled_from([TRAIN, TEST]))
+def test_property_unknown_options_are_refused_all_at_once_before_anything(argv, gpus, parser) -> None:
+    legacy = set(MMDET.lookup(parser.tool))  # this tool's 2.x flags
+    options = argv[:argv.index("--")] if "--" in argv else argv  # after "--" everything is positional
+    unknown = [a for a in options if a.startswith("--") and a.split("=")[0] not in legacy
+               and not parser.knows(a.split("=")[0])]
+    try:
+        translate(argv, {}, parser, visible_gpus=gpus)
+    except UnknownArgumentsError as exc:
+        named = [a for a in exc.arguments if a.startswith("--")]
+        assert named == unknown or (not exc.arguments and exc.message.startswith("argument "))
+        return
+    except LegacyUsageError:
+        return
+    assert not unknown
 
 
 @settings(max_examples=300, deadline=None)
