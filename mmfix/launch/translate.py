@@ -236,8 +236,8 @@ def translate(
             notes.append(f"{name} -> --cfg-options {row.target}" + (f"={row.value}" if row.nargs == 0 else ""))
         elif action == "pairs":
             cfg += pairs_of[row.name]
-            notes.append(f"{name} -> --cfg-options " + (f"{row.target}*" if row.target else "(its old name)")
-                         + (f" ({row.note})" if row.note else ""))
+            notes.append(f"{name} -> --cfg-options " + (f"{row.target}* ({row.note})" if row.target and row.note
+                                                         else f"{row.target}*" if row.target else "(its old name)"))
         elif action == "option":
             if row.target not in parser.options:
                 raise LegacyUsageError(f"{name} has no equivalent in this {tool}.py: its parser has no {row.target}"
