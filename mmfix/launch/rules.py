@@ -66,7 +66,7 @@ class RuleSet:
     markers: tuple[str, ...]  # package / checkout names in a script's path or imports
     train: tuple[Flag, ...]
     test: tuple[Flag, ...]
-    # the metric types this toolbox's ``collect_dir`` pass-through is known for
+    # spelling -> row per tool, filled on first use (the tables are constants)
     _index: dict[str, dict[str, Flag]] = field(default_factory=dict, compare=False, repr=False)
 
     def flags(self, tool: str) -> tuple[Flag, ...]:
