@@ -118,6 +118,17 @@ def test_unknown_flag_is_refused_once_before_launch(name: str, tmp_path: Path) -
     assert not list(tmp_path.glob("*/*.log"))  # nothing ran
 
 
+def test_unknown_flag_of_an_in_place_command_is_refused_at_parse_time_with_the_3x_spelling(tmp_path: Path) -> None:
+    # No --gpus: nothing is launched, so the parse-time hook (the real parser) decides.
+    config = write_config(tmp_path / "cfg.py", TOOLBOXES["mmpretrain"])
+    proc, log = mmfix_python(tools_dir("mmpretrain") / "train.py", config, "--work-dir", tmp_path / "w",
+                             "--autoscale-lr", "--seed", "0")
+    assert proc.returncode == 2, log[-3000:]
+    assert log.count("usage: train.py") == 1 and log.count("error:") == 1 and "Traceback" not in log
+    assert "unrecognized arguments: --autoscale-lr" in log and "--autoscale-lr is spelled --auto-scale-lr" in log
+    assert not (tmp_path / "w").exists()
+
+
 def test_metric_the_config_does_not_compute_is_refused_before_running(tmp_path: Path) -> None:
     config = write_config(tmp_path / "cfg.py", TOOLBOXES["mmpose"])
     proc, log = mmfix_python(tools_dir("mmpose") / "test.py", config, tmp_path / "none.pth", "--eval", "PCK",

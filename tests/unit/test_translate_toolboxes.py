@@ -127,6 +127,18 @@ def test_the_toolbox_is_recognised_from_its_tools_path_and_shown(name: str) -> N
     assert rules_for(str(LEGACY_TOOLS / name / "train.py"), legacy_info(name, "train"))[0].name == name
 
 
+def test_translate_command_data_names_the_rules() -> None:
+    from mmfix.patches.legacy_cli import translate_statically
+
+    _, script = real("mmpose", "train")
+    data = translate_statically(sys.executable, script, ["cfg.py", "--gpus", "2", "--autoscale-lr"])
+    assert data is not None and data["rules"] == "MMPose 0.x -> 1.x (the script's path (mmpose/))"
+    assert data["command"][-3:] == ["--auto-scale-lr", "--launcher", "pytorch"]
+    with pytest.raises(UnknownArgumentsError) as exc:
+        translate_statically(sys.executable, script, ["cfg.py", "--bogus"])
+    assert exc.value.usage == real("mmpose", "train")[0].format_usage()
+
+
 def test_parser_facts_pick_the_toolbox_when_the_path_does_not_say() -> None:
     for name, tool in (("mmdet3d", "test"), ("mmpretrain", "test"), ("mmpose", "test"), ("mmseg", "train")):
         assert rules_for("/work/tools/x.py", info(name, tool))[0].name == name
