@@ -113,6 +113,8 @@ def _cmd_translate(args: argparse.Namespace) -> int:
         _print_json(data)
         return 0
     print(f"original:    {describe(data['original'])}")
+    if data.get("rules"):
+        print(f"rules:       {data['rules']}")
     if not data["changed"]:
         print("translated:  unchanged" + (f" ({data['reason']})" if data.get("reason") else ""))
     else:
@@ -141,7 +143,8 @@ def _translate_statically(command: list[str]) -> dict[str, Any]:
     try:
         data = translate_statically(command[0], script, command[2:])
     except LegacyUsageError as exc:
-        raise MmfixUsageError(f"{os.path.basename(script)}: error: {exc.message}") from None
+        usage = getattr(exc, "usage", "")
+        raise MmfixUsageError(f"{usage}{os.path.basename(script)}: error: {exc.message}") from None
     if data is None:
         raise MmfixUsageError(f"mmfix translate: the argument parser of {script} cannot be read from its source with "
                               f"certainty (only OpenMMLab-shaped tools built from plain add_argument calls can). "

@@ -1,6 +1,9 @@
-"""Legacy (MMDetection 2.x) command lines on 3.x tools: a pure translator and one executor.
+"""Legacy (2.x-era OpenMMLab) command lines on 3.x tools: a pure translator and one executor.
 
 ``translate`` is a pure function from (argv, environment, the script's parser,
-visible GPUs) to a ``Plan``; ``execute`` is the only place that replaces the
+visible GPUs) to a ``Plan``. It is built from ``tokens`` (argv split by what the
+parser and a table accept), ``topology`` (processes, devices, launch environment)
+and ``rules`` (each toolbox's legacy flags as data, one row per flag, and which
+toolbox a script belongs to). ``execute`` is the only place that replaces the
 process (``os.execve``) to start torchrun.
 """

@@ -16,4 +16,4 @@ def parser_info(parser: argparse.ArgumentParser) -> ParserInfo:
         elif not isinstance(action, argparse._SubParsersAction):
             positionals.append(action.dest)
     return ParserInfo(options=options, positionals=tuple(positionals),
-                      allow_abbrev=getattr(parser, "allow_abbrev", True))
+                      allow_abbrev=getattr(parser, "allow_abbrev", True), usage=parser.format_usage())

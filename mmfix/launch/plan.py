@@ -11,6 +11,7 @@ class ParserInfo:
     options: dict[str, object]  # option string -> nargs (None = one value, 0 = a flag, '?', '*', '+', int)
     positionals: tuple[str, ...] = ()
     allow_abbrev: bool = True
+    usage: str | None = None  # the parser's own usage line, for refusals
 
     @property
     def openmmlab_shaped(self) -> bool:
@@ -63,6 +64,7 @@ class Plan:
     # ("collect_dir", "D"), ("config_file", P), ("checkpoint_file", P) -- things that
     # need the machine or the file system.
     checks: tuple[tuple[str, str], ...] = ()
+    rules: str = ""  # which toolbox's legacy flags applied, and why ("MMSegmentation 0.x -> 1.x (…)")
 
     @property
     def changed(self) -> bool:

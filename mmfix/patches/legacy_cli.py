@@ -67,6 +67,32 @@ def _called_from_main() -> bool:
     return False
 
 
+def _strict_parse() -> bool:
+    """Whether the script called parse_args (unknown arguments are an error), not parse_known_args."""
+    frame = sys._getframe(1)
+    while True:
+        name = frame.f_globals.get("__name__", "")
+        if name == "argparse" and frame.f_code.co_name in ("parse_args", "parse_intermixed_args"):
+            return True
+        if name != "argparse" and not name.startswith(("mmfix.", "wrapt")):
+            return False
+        if frame.f_back is None:
+            return False
+        frame = frame.f_back
+
+
+def _script_facts(path: str) -> tuple[frozenset[str], bool]:
+    """The packages the script imports, and whether it parses strictly (read from its source)."""
+    from ..launch.static_parser import parses_strictly, script_imports
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            source = fh.read(4 << 20)
+    except (OSError, UnicodeDecodeError):
+        return frozenset(), True
+    return script_imports(source), parses_strictly(source)
+
+
 def _visible_gpus() -> int | None:
     torch = sys.modules.get("torch")
     if torch is None:
@@ -98,6 +124,42 @@ def _metric_accepts_collect_dir(config_path: str) -> bool:
     except Exception:
         return True  # cannot tell: pass it on and let MMEngine report a real problem
     return True
+
+
+def _evaluator_types(config_path: str) -> list[str] | None:
+    """The metric types of the config's test_evaluator (None: cannot tell without running more)."""
+    try:
+        from mmengine.config import Config
+
+        evaluator = Config.fromfile(config_path).get("test_evaluator")
+        metrics = evaluator if isinstance(evaluator, list) else [evaluator]
+        types = []
+        for metric in metrics:
+            kind = metric.get("type")
+            types.append(kind.rpartition(".")[2] if isinstance(kind, str) else getattr(kind, "__name__", str(kind)))
+        return types
+    except Exception:
+        return None
+
+
+def _check_evaluators(value: str, config: str | None) -> None:
+    """--eval/--metrics of a toolbox whose 3.x metrics come from the config: does the config compute them?"""
+    from ..launch.translate import LegacyUsageError
+
+    flag, _, wanted = value.partition(" ")
+    types = _evaluator_types(config) if config else None
+    if types is None:
+        return  # not loadable here: the run reports the config's own problem
+    for item in wanted.split(","):
+        metric, _, alternatives = item.partition("=")
+        choices = alternatives.split("|")
+        if not set(choices) & set(types):
+            raise LegacyUsageError(
+                f"{flag} {metric} asks for a metric this config's test_evaluator ({', '.join(types) or 'none'}) "
+                f"does not compute: in 3.x the metrics come from the config, and {metric} is computed by "
+                f"{' or '.join(choices)}. Set test_evaluator in the config (e.g. test_evaluator = "
+                f"dict(type='{choices[0]}')) and run the command again."
+            )
 
 
 def usable_cpus() -> int | None:
@@ -197,6 +259,8 @@ def _run_checks(plan: Plan, check_files: bool = True) -> Plan:
             what = "is not a file" if os.path.exists(value) else "does not exist"
             raise LegacyUsageError(f"the checkpoint {value!r} {what} (relative to {os.getcwd()}). Nothing was "
                                    "started; give the path of an existing .pth file.")
+        if kind == "evaluators" and check_files:
+            _check_evaluators(value, next((a for a in argv if not a.startswith("-")), None))
         if kind == "collect_dir":
             config = next((a for a in argv if not a.startswith("-")), None)
             if config and not _metric_accepts_collect_dir(config):
@@ -222,7 +286,7 @@ def _translated_command(plan: Plan) -> list[str]:
 def _parse_known_args(wrapped: Callable[..., Any], parser: Any, args: tuple, kwargs: dict) -> Any:
     from ..launch import execute
     from ..launch.parser_info import parser_info
-    from ..launch.translate import LegacyUsageError, translate
+    from ..launch.translate import LegacyUsageError, UnknownArgumentsError, translate
 
     global _done
     cli = _wrapping.argument(args, kwargs, 0, "args")
@@ -237,11 +301,15 @@ def _parse_known_args(wrapped: Callable[..., Any], parser: Any, args: tuple, kwa
             _print_translation(original, None, "not an OpenMMLab-shaped tool (no `config` positional and "
                                                "`--launcher` option): left unchanged")
         return wrapped(*args, **kwargs)
+    strict = _strict_parse()
+    imports, _ = _script_facts(sys.argv[0])
     try:
         plan = translate(sys.argv[1:], os.environ, info, visible_gpus=_visible_gpus(),
                          any_parser=settings.legacy_any_parser, program=sys.argv[0], usable_cpus=usable_cpus(),
-                         allow_cpu_oversubscribe=settings.allow_cpu_oversubscribe)
+                         allow_cpu_oversubscribe=settings.allow_cpu_oversubscribe, imports=imports, strict=strict)
         plan = _run_checks(plan, check_files=not settings.translate_only)
+    except UnknownArgumentsError as exc:
+        parser.error(exc.message)  # the parser's own usage line, then the one error; exit status 2
     except LegacyUsageError as exc:
         parser.exit(2, f"{parser.prog}: error: {exc.message}\n")
     if settings.translate_only:
@@ -333,19 +401,21 @@ def launch_early(launch_flags: tuple[str, ...]) -> None:
     if any(f"'{flag}'" in source or f'"{flag}"' in source for flag in launch_flags):
         return  # the script handles these flags itself (a 2.x train.py): never ours to translate
     from ..launch import execute
-    from ..launch.static_parser import parser_info_from_source
-    from ..launch.translate import LegacyUsageError, translate
+    from ..launch.static_parser import parser_info_from_source, parses_strictly, script_imports
+    from ..launch.translate import LegacyUsageError, UnknownArgumentsError, translate
 
-    info = parser_info_from_source(source)
+    info = parser_info_from_source(source, argv[0])
     if info is None:
         return
     try:
         plan = _run_checks(translate(argv[1:], os.environ, info, visible_gpus=_gpus_without_cuda(),
                                      program=argv[0], usable_cpus=usable_cpus(),
-                                     allow_cpu_oversubscribe=settings.allow_cpu_oversubscribe))
+                                     allow_cpu_oversubscribe=settings.allow_cpu_oversubscribe,
+                                     imports=script_imports(source), strict=parses_strictly(source)))
     except LegacyUsageError as exc:
         prog = os.path.basename(argv[0])
-        sys.stderr.write(f"{prog}: error: {exc.message}\n")
+        usage = info.usage if isinstance(exc, UnknownArgumentsError) and info.usage else ""
+        sys.stderr.write(f"{usage}{prog}: error: {exc.message}\n")
         sys.stdout.flush()
         os._exit(2)  # at start-up: nothing of the script has run, nothing to clean up
     if plan.launch is None:
@@ -370,7 +440,7 @@ def _announce(original: list[str], command: list[str], plan: Plan) -> None:
 def translation_data(original: list[str], plan: Plan | None, reason: str | None,
                      command: list[str] | None) -> dict[str, Any]:
     """What `mmfix translate` shows: the original, the translated command, its environment and notes."""
-    data: dict[str, Any] = {"original": original}
+    data: dict[str, Any] = {"original": original, "rules": plan.rules if plan is not None else ""}
     if plan is None or not plan.changed:
         data.update(changed=False, reason=reason, command=original, env={}, notes=[],
                     warnings=[] if plan is None else list(plan.warnings))
@@ -398,17 +468,23 @@ def translate_statically(python: str, script: str, args: list[str]) -> dict[str,
     checkpoints) are not checked: the translation is shown either way.
     """
     from ..launch import execute
-    from ..launch.static_parser import parser_info_from_source
-    from ..launch.translate import translate
+    from ..launch.static_parser import parser_info_from_source, parses_strictly, script_imports
+    from ..launch.translate import UnknownArgumentsError, translate
 
     with open(script, encoding="utf-8") as fh:
-        info = parser_info_from_source(fh.read())
+        source = fh.read()
+    info = parser_info_from_source(source, script)
     if info is None:
         return None
     settings = _settings.current()
-    plan = _run_checks(translate(args, os.environ, info, visible_gpus=_gpus_without_cuda(), program=script,
-                                 usable_cpus=usable_cpus(), allow_cpu_oversubscribe=settings.allow_cpu_oversubscribe),
-                       check_files=False)
+    try:
+        plan = _run_checks(translate(args, os.environ, info, visible_gpus=_gpus_without_cuda(), program=script,
+                                     usable_cpus=usable_cpus(), allow_cpu_oversubscribe=settings.allow_cpu_oversubscribe,
+                                     imports=script_imports(source), strict=parses_strictly(source)),
+                           check_files=False)
+    except UnknownArgumentsError as exc:
+        exc.usage = info.usage or ""
+        raise
     if plan.launch is not None:
         command = execute.torchrun_argv(plan, [os.path.abspath(script)], python)
     else:

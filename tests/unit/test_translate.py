@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from mmfix.launch.parser_info import parser_info
 from mmfix.launch.plan import ParserInfo
-from mmfix.launch.translate import LegacyUsageError, translate
+from mmfix.launch.rules import MMDET
+from mmfix.launch.translate import LegacyUsageError, UnknownArgumentsError, translate
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "tools"
 
@@ -21,7 +22,7 @@ class _Captured(Exception):
         self.parser = parser
 
 
-def _real_parser(script: Path) -> ParserInfo:
+def _real_argparse(script: Path) -> argparse.ArgumentParser:
     """The parser the bundled 3.x-shaped tool really builds (captured at parse time)."""
     original = argparse.ArgumentParser.parse_args
 
@@ -32,13 +33,18 @@ def _real_parser(script: Path) -> ParserInfo:
     try:
         runpy.run_path(str(script), run_name="__main__")
     except _Captured as c:
-        return parser_info(c.parser)
+        return c.parser
     finally:
         argparse.ArgumentParser.parse_args = original
     raise AssertionError("the script never parsed its arguments")
 
 
-TRAIN = _real_parser(EXAMPLES / "train.py")
+def _real_parser(script: Path) -> ParserInfo:
+    return parser_info(_real_argparse(script))
+
+
+TRAIN_PARSER = _real_argparse(EXAMPLES / "train.py")
+TRAIN = parser_info(TRAIN_PARSER)
 TEST = _real_parser(EXAMPLES / "test.py")
 CFG = "configs/faster_rcnn.py"
 
@@ -259,7 +265,7 @@ envs = st.fixed_dictionaries({}, optional={
 @given(argv=tokens, env=envs, gpus=st.sampled_from([None, 1, 2, 8]), parser=st.sampled_from([TRAIN, TEST]))
 def test_property_only_usage_errors_and_unknowns_keep_their_order(argv, env, gpus, parser) -> None:
     try:
-        plan = translate(argv, env, parser, visible_gpus=gpus)
+        plan = translate(argv, env, parser, visible_gpus=gpus, strict=False)
     except LegacyUsageError:
         return
     legacy = set(LEGACY[:12]) | {"--eval-options", "--format-only", "--gpu-collect", "--show-score-thr", "--tmpdir"}
@@ -269,9 +275,34 @@ def test_property_only_usage_errors_and_unknowns_keep_their_order(argv, env, gpu
 
 
 @settings(max_examples=300, deadline=None)
+@given(argv=tokens, gpus=st.sampled_from([None, 1, 2, 8]), parser=st.sampled_from([TRAIN, TEST]))
+def test_property_unknown_options_are_refused_all_at_once_before_anything(argv, gpus, parser) -> None:
+    legacy = set(MMDET.lookup(parser.tool))  # this tool's 2.x flags
+    options = argv[:argv.index("--")] if "--" in argv else argv  # after "--" everything is positional
+    unknown = [a for a in options if a.startswith("--") and a.split("=")[0] not in legacy
+               and not parser.knows(a.split("=")[0])]
+    try:
+        translate(argv, {}, parser, visible_gpus=gpus)
+    except UnknownArgumentsError as exc:
+        named = [a for a in exc.arguments if a.startswith("--")]
+        assert named == unknown or (not exc.arguments and exc.message.startswith("argument "))
+        return
+    except LegacyUsageError:
+        return
+    assert not unknown
+
+
+@settings(max_examples=300, deadline=None)
 @given(argv=st.lists(st.sampled_from(KNOWN), max_size=10), gpus=st.sampled_from([None, 2]))
 def test_property_a_3x_command_passes_through_unchanged(argv, gpus) -> None:
-    plan = translate(argv, {}, TRAIN, visible_gpus=gpus)
+    try:
+        plan = translate(argv, {}, TRAIN, visible_gpus=gpus)
+    except UnknownArgumentsError as exc:
+        # refused only what the real parser refuses too (here: positionals beyond `config`)
+        with pytest.raises((SystemExit, ValueError)):  # ValueError: MMEngine's DictAction on a non-pair
+            TRAIN_PARSER.parse_args(argv)
+        assert exc.message.startswith(("unrecognized arguments: ", "argument "))
+        return
     assert list(plan.argv) == argv and plan.launch is None and plan.env == {} and not plan.notes
 
 

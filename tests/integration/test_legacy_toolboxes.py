@@ -1,0 +1,146 @@
+"""2.x-era commands of MMSegmentation, MMClassification, MMPose and MMDetection3D, end to end.
+
+Each toolbox's real 3.x-era ``tools/train.py`` / ``tools/test.py`` (from the installed
+package's ``.mim/tools``) runs a tiny model registered with MMEngine on CPU (gloo), started
+with the legacy command line through ``mmfix-run``. One legacy ``--gpus 2`` training per
+toolbox (module-scoped) feeds the resume and test checks.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import clean_env, run
+from toolbox_support import TOOLBOXES, Toolbox, toolbox_env, tools_dir, write_config
+
+MMFIX_RUN = str(Path(sys.executable).parent / "mmfix-run")
+MMFIX = str(Path(sys.executable).parent / "mmfix")
+NAMES = ["mmseg", "mmpretrain", "mmpose", "mmdet3d"]
+
+# The legacy training command's toolbox-specific flags (besides --gpus 2 --work-dir).
+TRAIN_FLAGS = {
+    "mmseg": ["--load-from", "{pre}", "--diff_seed", "--seed", "0"],
+    "mmpretrain": ["--device", "cpu", "--diff-seed", "--seed", "0"],
+    "mmpose": ["--autoscale-lr", "--diff_seed", "--deterministic"],
+    "mmdet3d": ["--autoscale-lr", "--diff-seed", "--options", "train_cfg.val_interval=1"],
+}
+# The legacy test command's flags, and what its evaluation must print.
+TEST_FLAGS = {
+    "mmseg": (["--eval", "mIoU", "mDice", "--opacity", "0.4"], ["mIoU:", "mDice:"]),
+    "mmpretrain": (["--metrics", "accuracy", "--metric-options", "topk=1,2", "--out-items", "none", "--out",
+                    "{work}/results.pkl"], ["accuracy/top1:", "accuracy/top2:"]),
+    "mmpose": (["--eval", "EPE", "--gpu-collect"], ["EPE:"]),
+    "mmdet3d": (["--eval", "mse", "--eval-options", "tol=5.0", "--deterministic"], ["toy/mse:"]),
+}
+
+
+def env(**extra: str) -> dict[str, str]:
+    return clean_env(**toolbox_env(), **extra)
+
+
+def mmfix_python(*args: object, timeout: float = 300):
+    proc = run([MMFIX_RUN, sys.executable, *map(str, args)], env=env(), timeout=timeout)
+    return proc, proc.stdout + proc.stderr
+
+
+class Trained:
+    def __init__(self, toolbox: Toolbox, config: Path, work: Path, log: str) -> None:
+        self.toolbox, self.config, self.work, self.log = toolbox, config, work, log
+        self.tools = tools_dir(toolbox.package)
+
+
+@pytest.fixture(scope="module", params=NAMES)
+def trained(request, tmp_path_factory) -> Trained:
+    """One legacy `--gpus 2` training with toolbox-specific flags, shared by the checks below."""
+    toolbox = TOOLBOXES[request.param]
+    tools = tools_dir(toolbox.package)
+    root = tmp_path_factory.mktemp(toolbox.name)
+    config = write_config(root / "cfg.py", toolbox)
+    work = root / "work"
+    pre = root / "pretrained.pth"
+    head = {"seg": 32, "cls": 3, "pose": 4, "box": 4}[toolbox.task]
+    torch.save({"state_dict": {"head.weight": torch.full((head, 8), 0.01), "head.bias": torch.zeros(head)}}, pre)
+    flags = [f.format(pre=pre) for f in TRAIN_FLAGS[toolbox.name]]
+    proc, log = mmfix_python(tools / "train.py", config, "--work-dir", work, "--gpus", "2", *flags, timeout=600)
+    assert proc.returncode == 0, log[-4000:]
+    return Trained(toolbox, config, work, log)
+
+
+@pytest.mark.slow
+def test_legacy_gpus_2_trains_with_world_size_2(trained: Trained) -> None:
+    log = trained.log
+    assert log.count("command line translated:") == 1 and "--nproc_per_node 2" in log
+    assert trained.toolbox.name.replace("mm", "").lower()[:3] in log.lower()  # the rules line names the toolbox
+    ranks = [torch.load(p) for p in sorted(trained.work.glob("probe_rank*.pth"))]
+    assert [p["world_size"] for p in ranks] == [2, 2]
+    assert (trained.work / "epoch_2.pth").exists()
+    assert "randomness.diff_rank_seed=True" in log
+    if trained.toolbox.name == "mmseg":
+        assert "load_from=" in log and "Load checkpoint from" in log
+    if trained.toolbox.name == "mmpretrain":
+        assert "CUDA_VISIBLE_DEVICES=" in log
+
+
+@pytest.mark.slow
+def test_resume_from_continues_from_its_epoch(trained: Trained) -> None:
+    proc, log = mmfix_python(trained.tools / "train.py", trained.config, "--work-dir", trained.work,
+                             "--resume-from", trained.work / "epoch_2.pth", "--cfg-options", "train_cfg.max_epochs=3")
+    assert proc.returncode == 0, log[-4000:]
+    assert "resumed epoch: 2" in log and (trained.work / "epoch_3.pth").exists()
+
+
+@pytest.mark.slow
+def test_legacy_test_command_evaluates(trained: Trained) -> None:
+    flags, expected = TEST_FLAGS[trained.toolbox.name]
+    flags = [f.format(work=trained.work) for f in flags]
+    proc, log = mmfix_python(trained.tools / "test.py", trained.config, trained.work / "epoch_2.pth",
+                             "--work-dir", trained.work / "test", *flags)
+    assert proc.returncode == 0, log[-4000:]
+    assert log.count("command line translated:") == 1
+    for key in expected:
+        assert key in log, log[-3000:]
+    if trained.toolbox.name == "mmpretrain":
+        assert (trained.work / "results.pkl").exists()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_unknown_flag_is_refused_once_before_launch(name: str, tmp_path: Path) -> None:
+    toolbox = TOOLBOXES[name]
+    config = write_config(tmp_path / "cfg.py", toolbox)
+    proc, log = mmfix_python(tools_dir(toolbox.package) / "train.py", config, "--gpus", "2", "--work_dir",
+                             tmp_path, "--bogus")
+    assert proc.returncode == 2, log[-3000:]
+    assert log.count("error:") == 1 and log.count("usage: train.py") == 1
+    assert "unrecognized arguments: --work_dir" in log and "--work_dir is spelled --work-dir" in log
+    assert "torch.distributed" not in log and "ChildFailedError" not in log and "Traceback" not in log
+    assert not list(tmp_path.glob("*/*.log"))  # nothing ran
+
+
+def test_unknown_flag_of_an_in_place_command_is_refused_at_parse_time_with_the_3x_spelling(tmp_path: Path) -> None:
+    # No --gpus: nothing is launched, so the parse-time hook (the real parser) decides.
+    config = write_config(tmp_path / "cfg.py", TOOLBOXES["mmpretrain"])
+    proc, log = mmfix_python(tools_dir("mmpretrain") / "train.py", config, "--work-dir", tmp_path / "w",
+                             "--autoscale-lr", "--seed", "0")
+    assert proc.returncode == 2, log[-3000:]
+    assert log.count("usage: train.py") == 1 and log.count("error:") == 1 and "Traceback" not in log
+    assert "unrecognized arguments: --autoscale-lr" in log and "--autoscale-lr is spelled --auto-scale-lr" in log
+    assert not (tmp_path / "w").exists()
+
+
+def test_metric_the_config_does_not_compute_is_refused_before_running(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "cfg.py", TOOLBOXES["mmpose"])
+    proc, log = mmfix_python(tools_dir("mmpose") / "test.py", config, tmp_path / "none.pth", "--eval", "PCK",
+                             "--gpu-id", "0")
+    assert proc.returncode == 2, log[-3000:]
+    assert "--eval PCK asks for a metric this config's test_evaluator (EPE) does not compute" in log
+    assert "PCKAccuracy" in log and "Traceback" not in log
+
+
+def test_translate_shows_which_toolboxs_rules_applied() -> None:
+    proc = run([MMFIX, "translate", "python", str(tools_dir("mmseg") / "train.py"), "cfg.py", "--gpus", "2",
+                "--resume-from", "w/epoch_2.pth"], env=env())
+    assert proc.returncode == 0, proc.stderr
+    assert "rules:       MMSegmentation 0.x -> 1.x (the script's path (mmseg/))" in proc.stdout
+    assert "--resume --cfg-options load_from=w/epoch_2.pth" in proc.stdout

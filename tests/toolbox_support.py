@@ -1,0 +1,84 @@
+"""Shared pieces of the OpenMMLab-family tests: each toolbox's real 3.x-era tools and a tiny config.
+
+The toolboxes (MMSegmentation 1.2.2, MMPretrain 1.2.0, MMPose 1.3.2, MMDetection3D 1.4.0)
+are test requirements (requirements/toolboxes.txt, installed --no-deps). Locally a missing
+install skips these tests; CI sets REQUIRE_TOOLBOXES=1, so there they fail instead.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Toolbox:
+    name: str  # the rules' name in mmfix.launch.rules
+    package: str  # the import name whose .mim/tools hold the 3.x tools
+    task: str  # ToolboxToyModel's prediction shape
+    evaluator: str  # the config's test_evaluator (the toolbox's own metric)
+    scope: str | None  # None: the toolbox's metric is registered in MMEngine's root (toolbox_toys)
+    visualizer: str = "Visualizer"
+
+
+TOOLBOXES = {
+    "mmseg": Toolbox("mmseg", "mmseg", "seg", "dict(type='IoUMetric', iou_metrics=['mIoU'])", "mmseg",
+                     "SegLocalVisualizer"),  # as MMSegmentation's configs: it has the alpha --opacity sets
+    "mmpretrain": Toolbox("mmpretrain", "mmpretrain", "cls", "dict(type='Accuracy', topk=(1,))", None),
+    "mmpose": Toolbox("mmpose", "mmpose", "pose", "dict(type='EPE')", None),
+    # MMDetection3D's metrics need real point-cloud data sets (KITTI, nuScenes …): its tools run
+    # here with the bundled example metric, which takes `metric=` like theirs.
+    "mmdet3d": Toolbox("mmdet3d", "mmdet3d", "box", "dict(type='ToyBoxMetric', metric=['mse', 'acc'])", "mmdet3d"),
+}
+
+
+def tools_dir(package: str) -> Path:
+    """The installed package's .mim/tools (its 3.x-era tools/train.py and test.py)."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or spec.origin is None:
+        if os.environ.get("REQUIRE_TOOLBOXES") == "1":
+            raise RuntimeError(f"REQUIRE_TOOLBOXES=1 but {package} is not installed. Install "
+                               "requirements/toolboxes.txt as .ci/run does.")
+        pytest.skip(f"{package} not installed (requirements/toolboxes.txt)")
+    return Path(spec.origin).parent / ".mim" / "tools"
+
+
+def write_config(path: Path, toolbox: Toolbox, max_epochs: int = 2) -> Path:
+    imports = ["toolbox_toys", "ddp_probe"] + (["tinydet"] if toolbox.task == "box" else [])
+    path.write_text(f"""
+custom_imports = dict(imports={imports!r}, allow_failed_imports=False)
+model = dict(type='ToolboxToyModel', task='{toolbox.task}')
+_data = dict(batch_size=4, num_workers=0, persistent_workers=False, collate_fn=dict(type='pseudo_collate'))
+train_dataloader = dict(**_data, sampler=dict(type='DefaultSampler', shuffle=True),
+                        dataset=dict(type='ToolboxToyDataset', task='{toolbox.task}', num_samples=16))
+val_dataloader = dict(**_data, sampler=dict(type='DefaultSampler', shuffle=False),
+                      dataset=dict(type='ToolboxToyDataset', task='{toolbox.task}', num_samples=8, seed=1))
+test_dataloader = val_dataloader
+val_evaluator = {toolbox.evaluator}
+test_evaluator = val_evaluator
+train_cfg = dict(by_epoch=True, max_epochs={max_epochs}, val_interval=1)
+val_cfg = dict()
+test_cfg = dict()
+optim_wrapper = dict(optimizer=dict(type='SGD', lr=0.05))
+default_scope = {toolbox.scope!r}
+default_hooks = dict(logger=dict(type='LoggerHook', interval=1),
+                     checkpoint=dict(type='CheckpointHook', interval=1),
+                     sampler_seed=dict(type='DistSamplerSeedHook'))
+visualizer = dict(type='{toolbox.visualizer}', vis_backends=[dict(type='LocalVisBackend')])
+env_cfg = dict(dist_cfg=dict(backend='nccl'))
+randomness = dict(seed=0)
+auto_scale_lr = dict(enable=False, base_batch_size=8)
+custom_hooks = [dict(type='RankProbeHook')]
+""")
+    return path
+
+
+def toolbox_env() -> dict[str, str]:
+    """PYTHONPATH for the toy modules; MMPretrain's and MMPose's metrics in the root registry."""
+    return {"PYTHONPATH": os.pathsep.join([str(REPO / "tests"), str(REPO / "examples")]),
+            "TOY_ROOT_METRICS": "mmpretrain,mmpose"}
