@@ -229,13 +229,13 @@ def with_argument(args: tuple[Any, ...], kwargs: dict[str, Any], position: int, 
     return args, {**kwargs, name: value}
 
 
-def calling_module() -> str:
+def calling_module(also_skip: tuple[str, ...] = ()) -> str:
     """The module that called the wrapped function: the first frame outside mmfix and wrapt
-    (so no patch depends on how deep its own call path is)."""
+    (and the modules in ``also_skip``), so no patch depends on how deep its own call path is."""
     frame: Any = sys._getframe(1)
     while frame is not None:
         name = str(frame.f_globals.get("__name__", ""))
-        if not (name == "mmfix" or name.startswith(("mmfix.", "wrapt"))):
+        if not (name == "mmfix" or name.startswith(("mmfix.", "wrapt")) or name in also_skip):
             return name
         frame = frame.f_back
     return ""

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
+from .. import _ranks
 from .plan import LaunchSpec, ParserInfo
 from .tokens import LegacyUsageError
 
@@ -30,17 +31,12 @@ def plural(count: int, word: str, many: str | None = None) -> str:
 
 
 def in_worker(env: Mapping[str, str]) -> bool:
-    return "LOCAL_RANK" in env or "TORCHELASTIC_RUN_ID" in env or "OMPI_COMM_WORLD_LOCAL_RANK" in env
+    return _ranks.in_launched_worker(env)
 
 
 def srun_tasks(env: Mapping[str, str]) -> int:
-    if "SLURM_STEP_ID" not in env or "SLURM_PROCID" not in env:
-        return 0
-    for name in ("SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"):
-        raw = env.get(name, "")
-        if raw.isdigit():
-            return int(raw)
-    return 1
+    """How many tasks the srun step this runs in has; 0 outside an srun step."""
+    return _ranks.srun_tasks(env) if _ranks.in_srun_step(env) else 0
 
 
 def torchrun_in_srun_message(tasks: int, script: str) -> str:
@@ -51,11 +47,6 @@ def torchrun_in_srun_message(tasks: int, script: str) -> str:
         f"`srun -n 1 python -m torch.distributed.run --nproc_per_node N {script} CONFIG --launcher pytorch` "
         "(one torchrun per node)."
     )
-
-
-def _world_size(env: Mapping[str, str]) -> int:
-    raw = env.get("WORLD_SIZE", "")
-    return int(raw) if raw.isdigit() else 1
 
 
 def _map_gpu_ids(ids: list[int], env: Mapping[str, str], flag: str) -> str:
@@ -151,7 +142,7 @@ def plan_topology(flags: Mapping[str, list[str]], env: Mapping[str, str], parser
     if worker:
         if nproc is not None and "--gpus" in flags:
             out.notes.append(f"{gpus_flag} dropped: this process is already one of the launched workers")
-        if launcher is None and _world_size(env) > 1 and "--launcher" in parser.options:
+        if launcher is None and _ranks.world_size(env) > 1 and "--launcher" in parser.options:
             out.add_launcher = "pytorch"
             out.notes.append("--launcher pytorch added: this is a torchrun worker (WORLD_SIZE="
                              f"{env.get('WORLD_SIZE')}); without it every worker would train alone")

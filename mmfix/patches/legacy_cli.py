@@ -57,14 +57,8 @@ def remove() -> None:
 
 
 def _called_from_main() -> bool:
-    frame = sys._getframe(1)
-    while frame is not None:
-        name = frame.f_globals.get("__name__", "")
-        if name == "argparse" or name.startswith("mmfix.") or name.startswith("wrapt"):
-            frame = frame.f_back
-            continue
-        return name == "__main__"
-    return False
+    # parse_args() calls parse_known_args(): argparse's own frames are not the caller
+    return _wrapping.calling_module(also_skip=("argparse",)) == "__main__"
 
 
 def _strict_parse() -> bool:
@@ -94,12 +88,10 @@ def _script_facts(path: str) -> tuple[frozenset[str], bool]:
 
 
 def _visible_gpus() -> int | None:
-    torch = sys.modules.get("torch")
-    if torch is None:
-        try:
-            import torch  # the tools import it anyway (through MMEngine)
-        except ImportError:
-            return None
+    try:
+        import torch  # the tools import it anyway (through MMEngine); a no-op where it already is
+    except ImportError:
+        return None
     try:
         return torch.cuda.device_count() if torch.cuda.is_available() else None
     except Exception:
@@ -187,7 +179,8 @@ def _config_problem(path: str) -> str | None:
         try:
             ast.parse(source, filename=path)
         except (SyntaxError, ValueError) as exc:
-            where = f" (line {exc.lineno})" if getattr(exc, "lineno", None) else ""
+            line = getattr(exc, "lineno", None)  # ValueError (a NUL byte) has none
+            where = f" (line {line})" if line else ""
             return f"the config file {path!r} is not valid Python{where}: {getattr(exc, 'msg', exc)}"
     return None
 
