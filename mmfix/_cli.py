@@ -134,7 +134,7 @@ _RUN_TO_PARSE = ("Add --run-to-parse to run the script up to the moment it parse
 def _translate_statically(command: list[str]) -> dict[str, Any]:
     """The translation from the script's source: nothing of the script runs."""
     from .launch.translate import LegacyUsageError
-    from .patches.legacy_cli import translate_statically
+    from .launch.early import translate_statically
 
     script = command[1] if len(command) > 1 else ""
     if not script.endswith(".py") or not os.path.isfile(script):
@@ -157,7 +157,7 @@ def _translate_by_running(command: list[str]) -> dict[str, Any] | int:
     import subprocess
 
     from ._run import environment_for
-    from .patches.legacy_cli import TRANSLATION_MARKER
+    from .launch.report import TRANSLATION_MARKER
 
     env = environment_for(dict(os.environ))
     env["MMFIX_TRANSLATE_ONLY"] = "1"

@@ -4,6 +4,13 @@
 visible GPUs) to a ``Plan``. It is built from ``tokens`` (argv split by what the
 parser and a table accept), ``topology`` (processes, devices, launch environment)
 and ``rules`` (each toolbox's legacy flags as data, one row per flag, and which
-toolbox a script belongs to). ``execute`` is the only place that replaces the
-process (``os.execve``) to start torchrun.
+toolbox a script belongs to).
+
+Around it, the impure shell: ``checks`` (files, ports and evaluators a plan is
+checked against before anything starts, and the machine's GPUs and CPU cores),
+``report`` (the one log line of a launch, ``mmfix translate``'s output),
+``early`` (what happens at interpreter start, before the script runs) and
+``execute``, the only place that replaces the process (``os.execve``) to start
+torchrun. ``patches.legacy_cli`` is the argparse adapter that runs the same
+pipeline at parse time.
 """

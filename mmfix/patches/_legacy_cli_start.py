@@ -25,8 +25,8 @@ def at_start() -> None:
     # not be half-imported at that moment (its own imports may pull argparse in).
     import argparse  # noqa: F401
 
-    from . import legacy_cli
+    from ..launch import early
 
     if torchrun_in_srun:
-        legacy_cli.stop_torchrun_in_srun()
-    legacy_cli.launch_early(LAUNCH_FLAGS)
+        early.stop_torchrun_in_srun()
+    early.launch_early(LAUNCH_FLAGS)

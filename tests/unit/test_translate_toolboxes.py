@@ -128,7 +128,7 @@ def test_the_toolbox_is_recognised_from_its_tools_path_and_shown(name: str) -> N
 
 
 def test_translate_command_data_names_the_rules() -> None:
-    from mmfix.patches.legacy_cli import translate_statically
+    from mmfix.launch.early import translate_statically
 
     _, script = real("mmpose", "train")
     data = translate_statically(sys.executable, script, ["cfg.py", "--gpus", "2", "--autoscale-lr"])
