@@ -116,6 +116,7 @@ def summed_pss_growth(path: str, variant: dict[str, str], job: int, processes: i
 def load_time_ratio(path: str, repeat: int) -> tuple[float, float, float]:
     os.environ.pop("MMFIX_DISABLE", None)
     import torch
+
     import mmfix  # noqa: F401  (patches torch.load in this process)
 
     patched = torch.load

@@ -24,7 +24,6 @@ from typing import Any
 
 os.environ.pop("MMFIX_DISABLE", None)
 os.environ.setdefault("MMFIX_LOG_LEVEL", "WARNING")  # one "converted" line per config is noise here
-import mmfix  # noqa: E402  (activates the legacy_config patch for mmengine.config)
 
 SECTIONS = ("model", "train_dataloader", "val_dataloader", "test_dataloader", "val_evaluator", "test_evaluator",
             "optim_wrapper", "param_scheduler", "train_cfg", "checkpoint_interval", "logger_interval",
@@ -67,7 +66,7 @@ def _norm_paths(ds: Any) -> Any:
                                                                   and v in (None, {"backend": "disk"}))}
         root = ds.pop("data_root", None)
         if root:
-            join = lambda p: p if not isinstance(p, str) or p.startswith(("/", root)) else root + p  # noqa: E731
+            join = lambda p: p if not isinstance(p, str) or p.startswith(("/", root)) else root + p
             if "ann_file" in ds:
                 ds["ann_file"] = join(ds["ann_file"])
             if isinstance(ds.get("data_prefix"), dict):
@@ -229,6 +228,9 @@ DELIBERATE: list[tuple[str, str | None, str]] = [
     ("train_dataloader.dataset.pipeline[].crop_type", r"^fpg/", "2.x's RandomCrop (absolute) is kept; 3.x changed it"),
     ("train_dataloader.dataset.pipeline[].allow_negative_crop", r"^fpg/",
      "2.x's RandomCrop refused crops without boxes (kept); 3.x changed it"),
+    ("model.data_preprocessor.pad_mask", r"^fpg/faster", ("2.x's Faster R-CNN FPG config loaded masks (kept, "
+                                                       "see with_mask), so they are padded with the batch as "
+                                                       "2.x's Pad padded them")),
     ("train_dataloader.dataset.pipeline[].with_mask", r"^fpg/faster", ("2.x's Faster R-CNN FPG config loaded masks "
                                                                       "(unused; kept)")),
     ("model.data_preprocessor.mean[]", r"caffe", ("the 2.x config normalised caffe-style (kept); the 3.x config "
@@ -307,7 +309,7 @@ def timing(config: str, runs: int) -> tuple[float, float, float]:
 
     from mmfix.configs import classify
 
-    stock = getattr(Config.fromfile, "__wrapped__")
+    stock = Config.fromfile.__wrapped__
     pairs = []
     for _ in range(runs):
         t0 = time.perf_counter()
@@ -356,7 +358,7 @@ def main() -> int:
         name = os.path.relpath(path2, configs2)
         try:
             cfg2 = Config.fromfile(path2).to_dict()
-        except BaseException as exc:  # noqa: B902 - a ConfigConversionError is a SystemExit
+        except BaseException as exc:
             failed_load.append((name, str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__))
             continue
         try:
@@ -434,7 +436,7 @@ def main() -> int:
         for why, names in sorted(grouped.items(), key=lambda kv: -len(kv[1]))[: args.show]:
             print(f"  {len(names):>4}  {why}  (e.g. {names[0]})")
     print("\nopen differences (no rule, not a kept 2.x meaning), largest classes first; one count per pair:")
-    for (sec, cls), items in sorted(gaps.items(), key=lambda kv: -len(kv[1]))[: args.show]:
+    for (_section, cls), items in sorted(gaps.items(), key=lambda kv: -len(kv[1]))[: args.show]:
         name, a, b = items[0]
         print(f"  {len(items):>4}  {cls}\n        e.g. {name}: converted={str(a)[:110]}  official={str(b)[:110]}")
     print("\ndeliberate: 2.x meaning kept where the official 3.x config changed it; one count per pair:")

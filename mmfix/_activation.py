@@ -6,8 +6,8 @@ doors at once, patches once.
 """
 from __future__ import annotations
 
-import sys
 import _thread
+import sys
 
 from . import _excepthook, _importhooks, _log, _settings
 from .patches import PATCHES

@@ -75,8 +75,8 @@ def _cmd_startup_file(args: argparse.Namespace) -> int:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    from ._errors import CheckpointError
     from ._checkpoint.report import format_report, inspect_checkpoint
+    from ._errors import CheckpointError
 
     try:
         report = inspect_checkpoint(args.checkpoint)
@@ -133,8 +133,8 @@ _RUN_TO_PARSE = ("Add --run-to-parse to run the script up to the moment it parse
 
 def _translate_statically(command: list[str]) -> dict[str, Any]:
     """The translation from the script's source: nothing of the script runs."""
-    from .launch.translate import LegacyUsageError
     from .launch.early import translate_statically
+    from .launch.translate import LegacyUsageError
 
     script = command[1] if len(command) > 1 else ""
     if not script.endswith(".py") or not os.path.isfile(script):

@@ -16,8 +16,8 @@ themselves, and this module guards once more as a last line.
 """
 from __future__ import annotations
 
-import sys
 import _thread
+import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover

@@ -7,8 +7,8 @@ never drags MMEngine into a process that did not ask for it.
 """
 from __future__ import annotations
 
-import sys
 import _thread
+import sys
 
 from . import _message, _settings
 from ._ranks import process_rank

@@ -25,9 +25,9 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
-    from typing import Any, Callable, Dict, Tuple
+    from typing import Any, Callable
 
-    WrapperFn = Callable[[Callable[..., Any], Any, Tuple[Any, ...], Dict[str, Any]], Any]
+    WrapperFn = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
 
 _types: tuple[type, type] | None = None
 _MISSING: Any = object()

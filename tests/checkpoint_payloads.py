@@ -72,9 +72,9 @@ def payloads(tmp: Path) -> dict[str, Callable[[Path], bytes]]:
         script.write_text(_code(marker) + "\n")
         return call(g("runpy", "run_path"), s(str(script)))
 
-    exec_via_getattr = lambda m: call(  # noqa: E731
+    exec_via_getattr = lambda m: call(
         getattr_(getattr_(g("builtins", "getattr"), "__self__"), "exec"), s(_code(m)))
-    globals_route = lambda m: call(  # noqa: E731
+    globals_route = lambda m: call(
         call(getattr_(call(getattr_(getattr_(getattr_(g("mmengine.logging.history_buffer", "HistoryBuffer"), "min"),
                                              "__globals__"), "get"), s("__builtins__")), "get"), s("exec")),
         s(_code(m)))
@@ -214,9 +214,9 @@ CLASSES = {
 def crafted_bodies(tmp: Path) -> dict[str, tuple[str, bytes]]:
     """name -> (class, pickle body). Every one must be refused cleanly, with no side effect;
     those that could act create ``tmp/marker_<name>`` if they ever run."""
-    m = lambda name: s(str(tmp / f"marker_{name}"))  # noqa: E731
-    t = lambda name: s(f"touch {tmp / f'marker_{name}'}")  # noqa: E731
-    iterate = lambda arr: call(g("builtins", "set"), arr)  # noqa: E731 - iterate, as torch allows
+    m = lambda name: s(str(tmp / f"marker_{name}"))
+    t = lambda name: s(f"touch {tmp / f'marker_{name}'}")
+    iterate = lambda arr: call(g("builtins", "set"), arr)
     return {
         # 1. memory corruption through numpy's dtype.__setstate__ (the critical finding) and its variants
         "object_dtype_flags_cleared_direct": ("memory", iterate(direct_ndarray(1, OBJ_NO_FLAGS, b"A" * 8))),
@@ -287,8 +287,8 @@ def crafted_bodies(tmp: Path) -> dict[str, tuple[str, bytes]]:
 
 
 # Found by a red-team review of the first version of the guards (each was a real finding).
-BINPUT1 = lambda i: b"q" + bytes([i])  # noqa: E731
-BINGET1 = lambda i: b"h" + bytes([i])  # noqa: E731
+BINPUT1 = lambda i: b"q" + bytes([i])
+BINGET1 = lambda i: b"h" + bytes([i])
 HB_GLOBAL = g("mmengine.logging.history_buffer", "HistoryBuffer")
 #: payload name -> the global a user might be talked into trusting for it
 TRUST_BAIT = {
@@ -302,7 +302,7 @@ TRUST_BAIT = {
 
 
 def _review_bodies(tmp: Path) -> dict[str, tuple[str, bytes]]:
-    m = lambda name: str(tmp / f"marker_{name}")  # noqa: E731
+    m = lambda name: str(tmp / f"marker_{name}")
     arr = np_array((2,), F8, b"\0" * 16)
     hb_quadratic = (REFUSED_FIRST + b"0" + HB_GLOBAL + EMPTY_TUPLE + NEWOBJ + EMPTY_DICT + s("statistics_methods")
                     + EMPTY_DICT + s("k") + BINPUT1(1) + b"0" + MARK + (BINGET1(1) + NONE) * 50_000 + b"u"

@@ -12,7 +12,7 @@ before and after. One JSON line per file: {"file", "status", "results"}.
 """
 from __future__ import annotations
 
-import encodings.cp437  # noqa: F401 - zipfile decodes names with it; imported before anything is watched
+import encodings.cp437
 import encodings.latin_1  # noqa: F401
 import json
 import os
@@ -110,7 +110,7 @@ def child(path: str, loader: str, out_fd: int) -> None:
         outcome = ["loaded", ""]
     except _Verdict as verdict:
         outcome = ["verdict", str(verdict.args[0]), verdict.args[1], verdict.args[2]]
-    except BaseException as exc:  # noqa: BLE001 - every outcome is reported
+    except BaseException as exc:
         outcome = [type(exc).__name__, str(exc)[:2000]]
     finally:
         watching[0] = False
@@ -152,7 +152,7 @@ def main() -> None:
         for load in LOADERS.values():
             try:
                 load(warm)
-            except BaseException:  # noqa: BLE001
+            except BaseException:
                 pass
     for path in FILES:
         row: dict = {"file": path, "status": "ok", "results": {}, "acted": [], "class_state_changed": False}

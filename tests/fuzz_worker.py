@@ -90,7 +90,7 @@ def mutate_pickle(data: bytes, rng: random.Random, memo: bool) -> bytes:
         targets = [o for o in ops if o[0] in ("BININT", "BININT1", "BININT2", "BINUNICODE", "NEWTRUE", "NEWFALSE",
                                                "NONE") and any(0 < o[2] - p < 400 for p in near)]
     for _ in range(rng.randint(1, 3)):
-        op_name, arg, start, end = rng.choice(targets)
+        _op_name, _arg, start, end = rng.choice(targets)
         if memo:
             new = (b"j" + struct.pack("<I", rng.choice((0, 1, 5, 255, 256, 1 << 20, 0xFFFFFFF0)))
                    if rng.random() < 0.5 else rng.choice((b"q", b"h")) + bytes([rng.randrange(256)]))
@@ -168,8 +168,9 @@ def mutate(data: bytes, rng: random.Random, donor: bytes) -> tuple[str, bytes]:
 
 def main() -> None:
     source, donor_path, first, count = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-    import mmfix  # noqa: F401
     import torch
+
+    import mmfix  # noqa: F401
     from mmfix import CheckpointCorruptError, CheckpointRefusedError
     from mmfix._checkpoint.report import inspect_checkpoint
 
@@ -205,7 +206,7 @@ def main() -> None:
                 outcome = "loaded"
             except (CheckpointCorruptError, CheckpointRefusedError) as exc:
                 outcome = type(exc).__name__
-            except BaseException as exc:  # noqa: BLE001 - anything else is a finding
+            except BaseException as exc:
                 outcome = "other"
                 bad.append({"case": case, "kind": kind, "error": f"{type(exc).__name__}: {str(exc)[:300]}"})
             finally:

@@ -12,7 +12,6 @@ import zipfile
 import zlib
 from typing import Any
 
-
 ZIP_MAGIC = b"PK\x03\x04"
 # torch's legacy (pre-1.6) format starts with the pickled magic number
 # 0x1950a86a20f9469cfc6c, protocol 2.

@@ -160,7 +160,7 @@ class _Machine:
         self.stack = self.metastack.pop()
         return items
 
-    def step(self, name: str, arg: Any) -> None:  # noqa: C901 - one opcode a branch
+    def step(self, name: str, arg: Any) -> None:
         stack = self.stack
         if name in _PUSH_ARG:
             stack.append(arg)
@@ -429,7 +429,7 @@ def label(value: Any) -> str:
     """A short text for a token, without ever printing attacker structures."""
     if isinstance(value, str):
         return value[:200]
-    if type(value) is int and value.bit_length() < 64 or isinstance(value, (bool, float, type(None))):
+    if (type(value) is int and value.bit_length() < 64) or isinstance(value, (bool, float, type(None))):
         return str(value)
     return f"<{type(value).__name__.lower()}>"
 

@@ -15,7 +15,7 @@ from .._errors import ConfigConversionError
 from . import _engine, _mmdet
 from ._report import Report
 
-__all__ = ["ConfigConversionError", "Report", "apply_legacy_keys", "classify", "convert", "LEGACY_KEYS"]
+__all__ = ["LEGACY_KEYS", "ConfigConversionError", "Report", "apply_legacy_keys", "classify", "convert"]
 
 #: Top-level keys of 2.x configs that 3.x ignores without a word.
 LEGACY_KEYS = frozenset(_engine.LEGACY_SCHEDULE_RUNTIME_KEYS + _mmdet.LEGACY_DATA_KEYS)

@@ -229,7 +229,7 @@ def _main_policy(policy: Any, lr: dict[str, Any], loop: Loop, by_epoch: bool,
         return target
     if policy == "FlatCosineAnnealing":
         start = lr.pop("start_percent", 0.75)
-        begin = int(round(loop.length * start))
+        begin = round(loop.length * start)
         target = {"type": "CosineAnnealingLR", "T_max": loop.length - begin, **span, "begin": begin}
         _min_lr(lr, target)
         return target

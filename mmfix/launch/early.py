@@ -13,7 +13,6 @@ from .. import _settings
 from .checks import gpus_without_cuda, run_checks, usable_cpus
 from .report import announce, translated_command, translation_data
 
-
 _TORCHRUN_MODULES = ("torch.distributed.run", "torch.distributed.launch")
 
 

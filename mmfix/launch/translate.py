@@ -62,7 +62,7 @@ def _checked(row: Flag, spelled: str, value: str) -> str:
 def suggestion(flag: str, parser: ParserInfo) -> str | None:
     """The 3.x spelling of an argument this parser refuses, where one exists."""
     renamed = RENAMED_3X.get(flag)
-    if renamed is not None and (renamed.startswith("--cfg-options") and "--cfg-options" in parser.options
+    if renamed is not None and ((renamed.startswith("--cfg-options") and "--cfg-options" in parser.options)
                                 or renamed in parser.options):
         return renamed
     for variant in (flag.replace("_", "-"), "--" + flag.lstrip("-").replace("_", "-"), flag.replace("-", "_")):

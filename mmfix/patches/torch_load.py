@@ -103,7 +103,7 @@ def _patched_load(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, .
                     or not _weights_only_in_effect(kwargs, pickle_module)):
                 # A damaged or foreign file also fails inside the weights_only
                 # unpickler; say what is wrong with the file, not which global.
-                raise checked
+                raise checked  # noqa: B904 - the original, or an error naming the file (which keeps it as cause)
             refused = _refused_globals(str(exc), f)
             if safe_globals.HISTORY_BUFFER in refused and safe_globals.ensure_history_buffer() and _rewind(f):
                 # MMEngine was not imported yet, so its HistoryBuffer was not on the
@@ -113,7 +113,7 @@ def _patched_load(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, .
         except Exception as exc:
             # Damaged files fail in many ways (RuntimeError, EOFError, KeyError, struct.error,
             # MemoryError from an absurd length ...): if the file is the problem, say so.
-            raise _corrupt_or(exc, f)
+            raise _corrupt_or(exc, f)  # noqa: B904 - the original, or an error naming the file
         # numpy arrays arrive as vetted builders (see numpy_guard): swap them in.
         try:
             return numpy_guard.resolve(result, mark, safe_globals.trusted_types)

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, clean_env, run
-
 from mmfix._cli import build_parser
 
 MMFIX_RUN = str(Path(sys.executable).parent / "mmfix-run")

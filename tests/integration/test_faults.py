@@ -100,7 +100,7 @@ def small_disk(tmp_path: Path):
 
 def test_disk_full_stops_with_one_clear_error_and_no_partial_file(small_disk: Path) -> None:
     work = small_disk / "work"
-    proc, log = train(work, "--cfg-options", "val_cfg=None", "val_dataloader=None", "val_evaluator=None")
+    proc, _log = train(work, "--cfg-options", "val_cfg=None", "val_dataloader=None", "val_evaluator=None")
     assert proc.returncode != 0
     last_line = proc.stderr.strip().splitlines()[-1]
     # The message alone ends the run: no traceback, no "[Errno 28] …: 'path'" around it.
@@ -130,7 +130,7 @@ def test_explicit_resume_of_an_unreadable_file_is_a_clear_error(tmp_path: Path) 
     work.mkdir()
     bad = work / "epoch_7.pth"
     bad.write_bytes(b"PK\x03\x04" + b"\0" * 100)
-    proc, log = train(work, "--resume", str(bad))
+    proc, _log = train(work, "--resume", str(bad))
     assert proc.returncode != 0
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("mmfix.CheckpointCorruptError") and str(bad) in last

@@ -15,6 +15,8 @@ import torch
 
 from conftest import CONFIG, REPO, TEST, TRAIN, clean_env, processes_mentioning, run
 
+pytestmark = pytest.mark.slow  # launched jobs and real tools
+
 DDP_CONFIG = REPO / "tests" / "configs" / "toy_ddp.py"
 LEGACY2X = REPO / "tests" / "legacy2x_train.py"
 MMFIX_RUN = str(Path(sys.executable).parent / "mmfix-run")
@@ -140,7 +142,7 @@ def test_multi_node_without_master_addr_and_a_busy_port_are_reported_before_anyt
 
 
 def test_fuse_conv_bn_is_refused() -> None:
-    proc, log = mmfix_python(TEST, CONFIG, "x.pth", "--fuse-conv-bn")
+    proc, _log = mmfix_python(TEST, CONFIG, "x.pth", "--fuse-conv-bn")
     assert proc.returncode == 2 and "--fuse-conv-bn has no 3.x equivalent" in proc.stderr
 
 
@@ -205,6 +207,6 @@ def test_other_programs_are_untouched_and_do_not_even_load_the_translator(tmp_pa
                       "print('RESULT ' + json.dumps({'gpus': a.gpus, 'argv': sys.argv[1:],\n"
                       "  'legacy_cli': mmfix.status()['patches']['legacy_cli']['state'],\n"
                       "  'translator_loaded': 'mmfix.launch.translate' in sys.modules}))\n")
-    proc, log = mmfix_python(script, "d", "--gpus", "2")
+    proc, _log = mmfix_python(script, "d", "--gpus", "2")
     result = json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))[7:])
     assert result == {"gpus": 2, "argv": ["d", "--gpus", "2"], "legacy_cli": "skipped", "translator_loaded": False}

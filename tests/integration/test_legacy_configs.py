@@ -15,6 +15,8 @@ import pytest
 from conftest import clean_env, run
 from mmdet_support import require_mmdet, user_config_2x, user_config_3x, write_coco
 
+pytestmark = pytest.mark.slow  # real MMDetection 3.3.0 tools
+
 MMFIX_RUN = str(Path(sys.executable).parent / "mmfix-run")
 
 
@@ -47,7 +49,6 @@ def dumped(work: Path, config: Path) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.slow
 def test_2x_config_trains_with_gpus_2_evaluates_and_tests_with_eval_bbox(mmdet_dir, coco, tmp_path):
     config = user_config_2x(tmp_path / "faster_rcnn_tiny_2x.py", coco)
     work = tmp_path / "work"
@@ -70,7 +71,6 @@ def test_2x_config_trains_with_gpus_2_evaluates_and_tests_with_eval_bbox(mmdet_d
     assert "coco/bbox_mAP" in out
 
 
-@pytest.mark.slow
 def test_iter_based_cosine_config_and_2x_cfg_options(mmdet_dir, coco, tmp_path):
     config = user_config_2x(tmp_path / "iter_cosine_2x.py", coco, extra="""
 runner = dict(_delete_=True, type='IterBasedRunner', max_iters=4)
@@ -97,7 +97,6 @@ evaluation = dict(interval=4, metric='bbox')
     assert len(lrs) == 3 and lrs[0] == pytest.approx(0.005) and lrs[2] < lrs[1] < lrs[0]
 
 
-@pytest.mark.slow
 def test_3x_config_with_2x_keys_uses_them(mmdet_dir, coco, tmp_path):
     config = user_config_3x(tmp_path / "mixed_3x.py", mmdet_dir, coco, extra="""
 data = dict(samples_per_gpu=4, workers_per_gpu=0)

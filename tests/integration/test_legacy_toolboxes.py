@@ -12,8 +12,11 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from conftest import clean_env, run
 from toolbox_support import TOOLBOXES, Toolbox, toolbox_env, tools_dir, write_config
+
+pytestmark = pytest.mark.slow  # real 3.x-era tools of each toolbox, launched
 
 MMFIX_RUN = str(Path(sys.executable).parent / "mmfix-run")
 MMFIX = str(Path(sys.executable).parent / "mmfix")
@@ -68,7 +71,6 @@ def trained(request, tmp_path_factory) -> Trained:
     return Trained(toolbox, config, work, log)
 
 
-@pytest.mark.slow
 def test_legacy_gpus_2_trains_with_world_size_2(trained: Trained) -> None:
     log = trained.log
     assert log.count("command line translated:") == 1 and "--nproc_per_node 2" in log
@@ -83,7 +85,6 @@ def test_legacy_gpus_2_trains_with_world_size_2(trained: Trained) -> None:
         assert "CUDA_VISIBLE_DEVICES=" in log
 
 
-@pytest.mark.slow
 def test_resume_from_continues_from_its_epoch(trained: Trained) -> None:
     proc, log = mmfix_python(trained.tools / "train.py", trained.config, "--work-dir", trained.work,
                              "--resume-from", trained.work / "epoch_2.pth", "--cfg-options", "train_cfg.max_epochs=3")
@@ -91,7 +92,6 @@ def test_resume_from_continues_from_its_epoch(trained: Trained) -> None:
     assert "resumed epoch: 2" in log and (trained.work / "epoch_3.pth").exists()
 
 
-@pytest.mark.slow
 def test_legacy_test_command_evaluates(trained: Trained) -> None:
     flags, expected = TEST_FLAGS[trained.toolbox.name]
     flags = [f.format(work=trained.work) for f in flags]

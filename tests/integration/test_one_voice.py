@@ -52,7 +52,7 @@ def test_ctrl_c_of_a_launched_job_prints_at_most_one_line_per_rank(tmp_path: Pat
             assert job.poll() is None and time.monotonic() < deadline, "the job did not start training"
             time.sleep(0.5)
         os.killpg(job.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole foreground group
-        out, err = job.communicate(timeout=120)
+        _out, err = job.communicate(timeout=120)
     finally:
         if job.poll() is None:
             os.killpg(job.pid, signal.SIGKILL)

@@ -16,10 +16,9 @@ from pathlib import Path
 import pytest
 
 from conftest import clean_env, run
+from mmfix.patches import PATCHES
 
 pytestmark = pytest.mark.slow  # every import order in a fresh interpreter
-
-from mmfix.patches import PATCHES
 
 PROBE = r"""
 import importlib, json, sys

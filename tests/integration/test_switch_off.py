@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import mmfix as mmfix_package
 import pytest
 
+import mmfix as mmfix_package
 from conftest import clean_env, run_python
 
 pytestmark = pytest.mark.slow  # object-by-object comparison in fresh interpreters

@@ -17,12 +17,12 @@ def test_hook_runs_after_import_once_and_sees_the_module(tmp_path: Path, monkeyp
     seen: list = []
     _importhooks.when_imported("mmfix_probe_a", lambda m: seen.append(m.VALUE + 1))
     assert seen == []
-    import mmfix_probe_a  # noqa: F401
+    import mmfix_probe_a
 
     assert seen == [42]
     assert type(mmfix_probe_a.__loader__).__name__ != "_HookingLoader"  # the real loader is restored
     del sys.modules["mmfix_probe_a"]
-    import mmfix_probe_a  # noqa: F401,F811
+    import mmfix_probe_a
 
     assert seen == [42]  # each hook fires once
 
@@ -51,7 +51,7 @@ def test_cancel_and_missing_modules(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.syspath_prepend(str(tmp_path))
     _make_module(tmp_path, "mmfix_probe_c")
     seen: list = []
-    hook = lambda m: seen.append(m)  # noqa: E731
+    hook = lambda m: seen.append(m)
     _importhooks.when_imported("mmfix_probe_c", hook)
     _importhooks.cancel(hook)
     import mmfix_probe_c  # noqa: F401

@@ -185,7 +185,7 @@ def test_clear_errors(argv: str, env: dict, gpus, needle: str) -> None:
 
 
 def test_fuse_conv_bn_is_an_error_not_dropped() -> None:
-    with pytest.raises(LegacyUsageError, match="--fuse-conv-bn has no 3.x equivalent"):
+    with pytest.raises(LegacyUsageError, match=r"--fuse-conv-bn has no 3\.x equivalent"):
         t(f"{CFG} {CK} --fuse-conv-bn --eval bbox", parser=TEST)
 
 

@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from toolbox_support import TOOLBOXES, tools_dir
 
 from mmfix.launch.parser_info import parser_info
 from mmfix.launch.plan import ParserInfo
 from mmfix.launch.rules import BY_NAME, RULESETS, rules_for
 from mmfix.launch.static_parser import parser_info_from_source
 from mmfix.launch.translate import LegacyUsageError, UnknownArgumentsError, translate
+from toolbox_support import TOOLBOXES, tools_dir
 
 LEGACY_TOOLS = Path(__file__).resolve().parents[1] / "data" / "legacy_tools"
 NAMES = ["mmseg", "mmpretrain", "mmpose", "mmdet3d"]
@@ -156,7 +156,7 @@ def test_every_row_translates_into_what_the_real_3x_parser_accepts(name: str, to
     if row.action in ("error", "out_pkl"):
         with pytest.raises(LegacyUsageError) as exc:
             t(name, tool, argv)
-        assert spelling in exc.value.message and "3.x" in exc.value.message or "1.x" in exc.value.message
+        assert (spelling in exc.value.message and "3.x" in exc.value.message) or "1.x" in exc.value.message
         return
     plan = t(name, tool, argv)
     if info(name, tool).knows(spelling):  # kept by the 3.x tool (MMPretrain's --no-validate): passed through
@@ -211,7 +211,7 @@ def test_mmseg_test_flags() -> None:
     assert any("efficient_test dropped" in n for n in plan.notes)
     # 0.x test.py --options was the old name of --cfg-options (MMDetection's meant --eval-options)
     assert parses("mmseg", "test", t("mmseg", "test", "cfg.py ck.pth --options a=1").argv).cfg_options == {"a": 1}
-    with pytest.raises(LegacyUsageError, match="cityscapes has no 3.x meaning"):
+    with pytest.raises(LegacyUsageError, match=r"cityscapes has no 3\.x meaning"):
         t("mmseg", "test", "cfg.py ck.pth --eval cityscapes")
     with pytest.raises(LegacyUsageError, match="directory prediction images"):
         t("mmseg", "test", "cfg.py ck.pth --out results.pkl")

@@ -47,7 +47,7 @@ def test_wrapper_calls_through_and_keeps_identity_data(wrapped_sample) -> None:
 
 
 def test_wrapper_pickles_and_copies_like_a_function(wrapped_sample) -> None:
-    swap, _ = wrapped_sample
+    _swap, _ = wrapped_sample
     current = sys.modules[__name__].sample
     for protocol in range(2, pickle.HIGHEST_PROTOCOL + 1):
         assert pickle.loads(pickle.dumps(current, protocol=protocol)) is current
@@ -113,7 +113,8 @@ if __name__ == "__main__":
     p = ctx.Process(target=worker, args=(q, torch.load))
     p.start(); print(q.get(timeout=120)); p.join()
 """
-    import tempfile, os
+    import os
+    import tempfile
 
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "spawn_main.py")
