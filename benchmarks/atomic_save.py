@@ -27,7 +27,7 @@ def main() -> None:
     from mmengine.runner import checkpoint as mm_checkpoint
 
     import mmfix
-    from mmfix.patches import atomic_save
+    from mmfix._patches import atomic_save
 
     checkpoint = {"state_dict": {"w": torch.randn(args.mb * 2**20 // 4)}}
     stock_t, atomic_t = [], []

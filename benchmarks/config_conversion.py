@@ -307,7 +307,7 @@ def timing(config: str, runs: int) -> tuple[float, float, float]:
     """Median ms of Config.fromfile stock vs with conversion (paired, interleaved), and classify on the 3.x result."""
     from mmengine.config import Config
 
-    from mmfix.configs import classify
+    from mmfix._configs import classify
 
     stock = Config.fromfile.__wrapped__
     pairs = []

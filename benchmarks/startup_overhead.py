@@ -54,7 +54,7 @@ def main() -> None:
           f"{with_mmfix / base:.3f} (target: < +5 ms)")
 
     from mmfix import _wrapping
-    from mmfix.patches import torch_load
+    from mmfix._patches import torch_load
 
     module = sys.modules[__name__]
     original = module.plain

@@ -67,7 +67,7 @@ def status() -> dict[str, Any]:
 
 def patch_names() -> list[str]:
     """The names accepted by ``enable``/``disable`` and ``MMFIX_DISABLED_PATCHES``."""
-    from .patches import PATCHES
+    from ._patches import PATCHES
 
     return list(PATCHES)
 

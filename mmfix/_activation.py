@@ -10,7 +10,7 @@ import _thread
 import sys
 
 from . import _excepthook, _importhooks, _log, _settings
-from .patches import PATCHES
+from ._patches import PATCHES
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover

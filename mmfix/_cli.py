@@ -93,7 +93,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def _cmd_translate(args: argparse.Namespace) -> int:
-    from .launch.execute import describe
+    from ._launch.execute import describe
 
     command = list(args.command)
     if command and command[0] == "--":
@@ -133,8 +133,8 @@ _RUN_TO_PARSE = ("Add --run-to-parse to run the script up to the moment it parse
 
 def _translate_statically(command: list[str]) -> dict[str, Any]:
     """The translation from the script's source: nothing of the script runs."""
-    from .launch.early import translate_statically
-    from .launch.translate import LegacyUsageError
+    from ._launch.early import translate_statically
+    from ._launch.translate import LegacyUsageError
 
     script = command[1] if len(command) > 1 else ""
     if not script.endswith(".py") or not os.path.isfile(script):
@@ -156,8 +156,8 @@ def _translate_by_running(command: list[str]) -> dict[str, Any] | int:
     """--run-to-parse: the script runs until its parse_args, where mmfix prints the translation and exits."""
     import subprocess
 
+    from ._launch.report import TRANSLATION_MARKER
     from ._run import environment_for
-    from .launch.report import TRANSLATION_MARKER
 
     env = environment_for(dict(os.environ))
     env["MMFIX_TRANSLATE_ONLY"] = "1"
@@ -184,8 +184,8 @@ JSON_HELP = "print the same as JSON (for scripts and bug reports)"
 
 
 def _cmd_convert_config(args: argparse.Namespace) -> int:
+    from ._configs._files import diff_lines, load, render
     from ._errors import ConfigConversionError
-    from .configs._files import diff_lines, load, render
 
     if not os.path.isfile(args.config):
         raise MmfixUsageError(f"mmfix convert-config: {args.config!r} is not a file.")

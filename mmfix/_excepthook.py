@@ -65,7 +65,7 @@ def _excepthook(exc_type: type[BaseException], exc: BaseException, tb: Traceback
             return previous(exc_type, exc, tb)
         if ours:
             if os.environ.get("TORCHELASTIC_ERROR_FILE"):
-                from .patches.worker_errors import record
+                from ._patches.worker_errors import record
 
                 record(exc_type, exc, tb)
             name = f"{exc_type.__module__}.{exc_type.__qualname__}"

@@ -18,7 +18,7 @@ import os
 import sys
 
 from . import _message
-from .patches import PATCHES
+from ._patches import PATCHES
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover

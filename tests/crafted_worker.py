@@ -54,7 +54,7 @@ def _resume(path: str) -> None:
 def _auto_resume_check(path: str) -> None:
     if MODE == "stock":
         return
-    from mmfix.patches.resume_fallback import unreadable_reason
+    from mmfix._patches.resume_fallback import unreadable_reason
 
     unreadable_reason(path)
 

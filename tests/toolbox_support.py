@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 @dataclass(frozen=True)
 class Toolbox:
-    name: str  # the rules' name in mmfix.launch.rules
+    name: str  # the rules' name in mmfix._launch.rules
     package: str  # the import name whose .mim/tools hold the 3.x tools
     task: str  # ToolboxToyModel's prediction shape
     evaluator: str  # the config's test_evaluator (the toolbox's own metric)

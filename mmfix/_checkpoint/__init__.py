@@ -11,5 +11,5 @@
 * ``report``: what ``mmfix inspect`` prints.
 * ``shared_load``: the ranks of a node loading one file share one sealed copy.
 
-The patches (``mmfix.patches.torch_load`` and friends) are the only runtime users.
+The patches (``mmfix._patches.torch_load`` and friends) are the only runtime users.
 """

@@ -187,7 +187,7 @@ print("ok")
 def test_failing_patch_does_not_break_import_torch() -> None:
     code = """
 import mmfix
-import mmfix.patches.torch_load as p
+import mmfix._patches.torch_load as p
 from mmfix import _wrapping
 real_apply = p.apply
 def half_then_boom():
@@ -213,7 +213,7 @@ print(json.dumps({
 
 def test_failing_patch_logs_once_even_if_enabled_again() -> None:
     code = """
-import mmfix, mmfix.patches.torch_load as p
+import mmfix, mmfix._patches.torch_load as p
 def boom():
     raise RuntimeError("deliberate")
 p.apply = boom

@@ -134,7 +134,7 @@ def test_local_rank_beyond_visible_devices_is_a_clear_error() -> None:
 
 
 def test_memory_report_flags_outliers() -> None:
-    from mmfix.patches.memory_report import format_table
+    from mmfix._patches.memory_report import format_table
 
     gib = 2**30
     rows = [{"rank": r, "host": "n1", "device": f"cuda:{r}", "peak_allocated": gib, "peak_reserved": v * gib,

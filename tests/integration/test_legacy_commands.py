@@ -206,7 +206,7 @@ def test_other_programs_are_untouched_and_do_not_even_load_the_translator(tmp_pa
                       "import mmfix\n"
                       "print('RESULT ' + json.dumps({'gpus': a.gpus, 'argv': sys.argv[1:],\n"
                       "  'legacy_cli': mmfix.status()['patches']['legacy_cli']['state'],\n"
-                      "  'translator_loaded': 'mmfix.launch.translate' in sys.modules}))\n")
+                      "  'translator_loaded': 'mmfix._launch.translate' in sys.modules}))\n")
     proc, _log = mmfix_python(script, "d", "--gpus", "2")
     result = json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))[7:])
     assert result == {"gpus": 2, "argv": ["d", "--gpus", "2"], "legacy_cli": "skipped", "translator_loaded": False}

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import clean_env, run
-from mmfix.patches import PATCHES
+from mmfix._patches import PATCHES
 
 pytestmark = pytest.mark.slow  # every import order in a fresh interpreter
 

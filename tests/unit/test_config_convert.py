@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from mmfix._configs import apply_legacy_keys, classify, convert
 from mmfix._errors import ConfigConversionError
-from mmfix.configs import apply_legacy_keys, classify, convert
 
 BASE = Path(__file__).resolve().parents[1] / "data" / "mmdet2_configs" / "_base_"
 

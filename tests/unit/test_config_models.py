@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from mmfix._configs import convert
 from mmfix._errors import ConfigConversionError
-from mmfix.configs import convert
 
 CONFIGS = Path(__file__).resolve().parents[1] / "data" / "mmdet2_configs"
 

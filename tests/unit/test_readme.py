@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from mmfix import _pth_installer as hook
-from mmfix.patches import PATCHES
+from mmfix._patches import PATCHES
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()

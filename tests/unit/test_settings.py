@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from mmfix import _settings
-from mmfix.patches import PATCHES
+from mmfix._patches import PATCHES
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

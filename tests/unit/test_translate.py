@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mmfix.launch.parser_info import parser_info
-from mmfix.launch.plan import ParserInfo
-from mmfix.launch.rules import MMDET
-from mmfix.launch.translate import LegacyUsageError, UnknownArgumentsError, translate
+from mmfix._launch.parser_info import parser_info
+from mmfix._launch.plan import ParserInfo
+from mmfix._launch.rules import MMDET
+from mmfix._launch.translate import LegacyUsageError, UnknownArgumentsError, translate
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "tools"
 
@@ -309,7 +309,7 @@ def test_property_a_3x_command_passes_through_unchanged(argv, gpus) -> None:
 # --- the start-up path reads the parser from the source -----------------------------------------
 
 def test_static_parser_matches_the_real_one_for_both_tools() -> None:
-    from mmfix.launch.static_parser import parser_info_from_source
+    from mmfix._launch.static_parser import parser_info_from_source
 
     for script, real in ((EXAMPLES / "train.py", TRAIN), (EXAMPLES / "test.py", TEST)):
         static = parser_info_from_source(script.read_text())
@@ -327,7 +327,7 @@ def test_static_parser_matches_the_real_one_for_both_tools() -> None:
     "def broken(:\n",
 ])
 def test_static_parser_answers_only_when_certain(source: str) -> None:
-    from mmfix.launch.static_parser import parser_info_from_source
+    from mmfix._launch.static_parser import parser_info_from_source
 
     assert parser_info_from_source(source) is None
 

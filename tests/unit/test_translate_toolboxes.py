@@ -1,6 +1,6 @@
 """The OpenMMLab family's legacy flags, against the parsers of the real 3.x-era tools.
 
-Every row of every toolbox's table (mmfix.launch.rules) is translated here against the
+Every row of every toolbox's table (mmfix._launch.rules) is translated here against the
 parser its installed 3.x-era tool really builds (captured at parse time from
 ``<pkg>/.mim/tools/{train,test}.py``), and the translated command is parsed by that same
 parser. The 2.x-era tools (tests/data/legacy_tools) say which flags need a row.
@@ -16,11 +16,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mmfix.launch.parser_info import parser_info
-from mmfix.launch.plan import ParserInfo
-from mmfix.launch.rules import BY_NAME, RULESETS, rules_for
-from mmfix.launch.static_parser import parser_info_from_source
-from mmfix.launch.translate import LegacyUsageError, UnknownArgumentsError, translate
+from mmfix._launch.parser_info import parser_info
+from mmfix._launch.plan import ParserInfo
+from mmfix._launch.rules import BY_NAME, RULESETS, rules_for
+from mmfix._launch.static_parser import parser_info_from_source
+from mmfix._launch.translate import LegacyUsageError, UnknownArgumentsError, translate
 from toolbox_support import TOOLBOXES, tools_dir
 
 LEGACY_TOOLS = Path(__file__).resolve().parents[1] / "data" / "legacy_tools"
@@ -128,7 +128,7 @@ def test_the_toolbox_is_recognised_from_its_tools_path_and_shown(name: str) -> N
 
 
 def test_translate_command_data_names_the_rules() -> None:
-    from mmfix.launch.early import translate_statically
+    from mmfix._launch.early import translate_statically
 
     _, script = real("mmpose", "train")
     data = translate_statically(sys.executable, script, ["cfg.py", "--gpus", "2", "--autoscale-lr"])

@@ -204,7 +204,7 @@ def test_calling_module_skips_mmfix_frames() -> None:
     seen: list[str] = []
     module = sys.modules[__name__]
     # the body lives in an mmfix module, as every patch's body does
-    patch_module: dict = {"__name__": "mmfix.patches.example", "_wrapping": _wrapping, "seen": seen}
+    patch_module: dict = {"__name__": "mmfix._patches.example", "_wrapping": _wrapping, "seen": seen}
     exec("def body(w, i, a, k):\n    seen.append(_wrapping.calling_module())\n    return w(*a, **k)\n", patch_module)
     swap = _wrapping.wrap(module, "sample", patch_module["body"])
     try:

@@ -75,7 +75,7 @@ def _strict_parse() -> bool:
 
 def _script_facts(path: str) -> tuple[frozenset[str], bool]:
     """The packages the script imports, and whether it parses strictly (read from its source)."""
-    from ..launch.static_parser import parses_strictly, script_imports
+    from .._launch.static_parser import parses_strictly, script_imports
 
     try:
         with open(path, encoding="utf-8") as fh:
@@ -86,11 +86,11 @@ def _script_facts(path: str) -> tuple[frozenset[str], bool]:
 
 
 def _parse_known_args(wrapped: Callable[..., Any], parser: Any, args: tuple, kwargs: dict) -> Any:
-    from ..launch import execute
-    from ..launch.checks import run_checks, usable_cpus, visible_gpus
-    from ..launch.parser_info import parser_info
-    from ..launch.report import announce, print_translation, translated_command
-    from ..launch.translate import LegacyUsageError, UnknownArgumentsError, translate
+    from .._launch import execute
+    from .._launch.checks import run_checks, usable_cpus, visible_gpus
+    from .._launch.parser_info import parser_info
+    from .._launch.report import announce, print_translation, translated_command
+    from .._launch.translate import LegacyUsageError, UnknownArgumentsError, translate
 
     global _done
     cli = _wrapping.argument(args, kwargs, 0, "args")

@@ -58,7 +58,7 @@ def _lazy_init_then_pin(wrapped: Callable[..., Any], instance: Any, args: tuple,
 def _pin(torch: Any, local: int) -> None:
     count = torch.cuda.device_count()
     if local >= count:
-        from ..launch.translate import plural
+        from .._launch.translate import plural
 
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
         shown = "not set" if visible is None else repr(visible)

@@ -1,6 +1,6 @@
 """Legacy commands handled at interpreter start, before the script runs: a ``--gpus N`` launch
 from the script's source, torchrun inside an srun step stopped in torchrun's own process, and
-``mmfix translate``'s static translation. The parse-time hook (``patches.legacy_cli``) handles
+``mmfix translate``'s static translation. The parse-time hook (``_patches.legacy_cli``) handles
 everything the source cannot say for certain.
 """
 from __future__ import annotations

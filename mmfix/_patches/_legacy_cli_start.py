@@ -25,7 +25,7 @@ def at_start() -> None:
     # not be half-imported at that moment (its own imports may pull argparse in).
     import argparse  # noqa: F401
 
-    from ..launch import early
+    from .._launch import early
 
     if torchrun_in_srun:
         early.stop_torchrun_in_srun()

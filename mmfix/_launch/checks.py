@@ -161,7 +161,7 @@ def _config_converts(config: str | None) -> str | None:
             "legacy_config" in _settings.current().disabled_patches or not _mentions_2x_keys(config):
         return None
     try:
-        from ..configs._files import load
+        from .._configs._files import load
 
         load(config)
     except SystemExit as exc:  # ConfigConversionError

@@ -14,7 +14,7 @@ import sys
 from typing import Any, Callable
 
 from .. import _log, _wrapping
-from ..configs._files import own_keys as _own_keys
+from .._configs._files import own_keys as _own_keys
 
 _swaps = _wrapping.SwapSet()
 _original_merge: Callable[..., Any] | None = None
@@ -52,7 +52,7 @@ def _fail(exc: BaseException) -> None:
 
 
 def _fromfile(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    from ..configs import classify
+    from .._configs import classify
 
     # custom_imports are imported after conversion: a 2.x `mmcls.models` must become mmpretrain first.
     # Config.fromfile(filename, use_predefined_variables=True, import_custom_modules=True, ...)
@@ -81,7 +81,7 @@ def _fromfile(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...],
 def _convert_2x(cfg: Any, filename: str) -> Any:
     from mmengine.config import Config
 
-    from ..configs import ConfigConversionError, convert
+    from .._configs import ConfigConversionError, convert
 
     source = cfg.to_dict()
     try:
@@ -99,7 +99,7 @@ def _convert_2x(cfg: Any, filename: str) -> Any:
 
 
 def _apply_mixed(cfg: Any, filename: str, own: set[str], where: str) -> Any:
-    from ..configs import ConfigConversionError, apply_legacy_keys
+    from .._configs import ConfigConversionError, apply_legacy_keys
 
     try:
         out, report = apply_legacy_keys(cfg.to_dict(), own)
@@ -117,7 +117,7 @@ def _apply_mixed(cfg: Any, filename: str, own: set[str], where: str) -> Any:
 
 
 def _merge_from_dict(wrapped: Callable[..., Any], cfg: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    from ..configs import LEGACY_KEYS, ConfigConversionError, convert
+    from .._configs import LEGACY_KEYS, ConfigConversionError, convert
 
     options = _wrapping.argument(args, kwargs, 0, "options", {})
     state: _Legacy | None = cfg.__dict__.get(_STATE)

@@ -136,7 +136,7 @@ def plan_topology(flags: Mapping[str, list[str]], env: Mapping[str, str], parser
         )
 
     if worker and "TORCHELASTIC_RUN_ID" in env and tasks > 1:
-        # Normally caught earlier, in torchrun's own process (launch.early.stop_torchrun_in_srun);
+        # Normally caught earlier, in torchrun's own process (_launch.early.stop_torchrun_in_srun);
         # here when mmfix was not active there.
         raise LegacyUsageError(torchrun_in_srun_message(tasks, program))
     if worker:

@@ -11,6 +11,6 @@ checked against before anything starts, and the machine's GPUs and CPU cores),
 ``report`` (the one log line of a launch, ``mmfix translate``'s output),
 ``early`` (what happens at interpreter start, before the script runs) and
 ``execute``, the only place that replaces the process (``os.execve``) to start
-torchrun. ``patches.legacy_cli`` is the argparse adapter that runs the same
+torchrun. ``_patches.legacy_cli`` is the argparse adapter that runs the same
 pipeline at parse time.
 """

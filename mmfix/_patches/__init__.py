@@ -22,7 +22,7 @@ from __future__ import annotations
 
 
 class Patch:
-    """One registry row. The patch's code lives in ``mmfix.patches.<name>``."""
+    """One registry row. The patch's code lives in ``mmfix._patches.<name>``."""
 
     __slots__ = ("name", "trigger", "summary", "at_start")
 
@@ -77,7 +77,7 @@ PATCHES: dict[str, Patch] = {
             "legacy_cli",
             "argparse",
             "MMDetection 2.x flags on 3.x tools: translated against the script's own parser; --gpus N starts torchrun",
-            at_start="mmfix.patches._legacy_cli_start:at_start",
+            at_start="mmfix._patches._legacy_cli_start:at_start",
         ),
         Patch(
             "atomic_save",
