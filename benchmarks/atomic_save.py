@@ -7,6 +7,7 @@ LocalBackend.put): stock writes the final name in place; mmfix writes a
 temporary file, fsyncs it, renames it and fsyncs the folder. Runs alternate;
 the median ratio is printed (target <= 1.10 on local disk, fsync included).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,8 +51,10 @@ def main() -> None:
             for name in (f"stock_{i}.pth", f"atomic_{i}.pth"):
                 os.remove(os.path.join(tmp, name))
     s, a = statistics.median(stock_t), statistics.median(atomic_t)
-    print(f"save {args.mb} MB: stock {s * 1000:.0f} ms, atomic (fsync + rename) {a * 1000:.0f} ms, "
-          f"median ratio {a / s:.3f} (target <= 1.10)")
+    print(
+        f"save {args.mb} MB: stock {s * 1000:.0f} ms, atomic (fsync + rename) {a * 1000:.0f} ms, "
+        f"median ratio {a / s:.3f} (target <= 1.10)"
+    )
 
 
 if __name__ == "__main__":

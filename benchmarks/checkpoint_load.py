@@ -15,6 +15,7 @@
    shared memory that no process maps could not hide from the figure, and the
    slowest rank's load time.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -81,11 +82,20 @@ def summed_pss_growth(path: str, variant: dict[str, str], job: int, processes: i
         env = {k: v for k, v in os.environ.items() if not k.startswith(("MMFIX_", "TORCHELASTIC_"))}
         env.update(variant)
         # what torchrun gives its workers (one fresh job per variant)
-        env.update(LOCAL_RANK=str(rank), RANK=str(rank), LOCAL_WORLD_SIZE=str(processes),
-                   WORLD_SIZE=str(processes), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(29600 + job),
-                   TORCHELASTIC_RUN_ID=f"bench-{os.getpid()}-{job}")
-        children.append(subprocess.Popen([sys.executable, "-c", CHILD, path], stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, text=True, env=env))
+        env.update(
+            LOCAL_RANK=str(rank),
+            RANK=str(rank),
+            LOCAL_WORLD_SIZE=str(processes),
+            WORLD_SIZE=str(processes),
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(29600 + job),
+            TORCHELASTIC_RUN_ID=f"bench-{os.getpid()}-{job}",
+        )
+        children.append(
+            subprocess.Popen(
+                [sys.executable, "-c", CHILD, path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+            )
+        )
     try:
         for child in children:
             assert child.stdout.readline().strip() == "ready"
@@ -145,17 +155,22 @@ def main() -> None:
         small = os.path.join(tmp, "load.pth")
         make_checkpoint(small, args.load_mb)
         s, p, ratio = load_time_ratio(small, args.repeat)
-        print(f"load {args.load_mb} MB: stock {s * 1000:.1f} ms, mmfix {p * 1000:.1f} ms, "
-              f"median ratio {ratio:.3f} (goal <= 1.02)")
+        print(
+            f"load {args.load_mb} MB: stock {s * 1000:.1f} ms, mmfix {p * 1000:.1f} ms, "
+            f"median ratio {ratio:.3f} (goal <= 1.02)"
+        )
         os.remove(small)
         big = os.path.join(tmp, "mmap.pth")
         make_checkpoint(big, args.mmap_mb)
-        print(f"4 ranks (LOCAL_WORLD_SIZE=4) each loading and holding one {args.mmap_mb} MB checkpoint at once; "
-              "summed PSS growth / file size (node Shmem growth / file size, slowest rank's load):")
+        print(
+            f"4 ranks (LOCAL_WORLD_SIZE=4) each loading and holding one {args.mmap_mb} MB checkpoint at once; "
+            "summed PSS growth / file size (node Shmem growth / file size, slowest rank's load):"
+        )
         for job, (label, variant) in enumerate(VARIANTS.items()):
             pss, shm, took = summed_pss_growth(big, variant, job)
             goal = "  (goal <= 1.1, must <= 1.25)" if label == "mmfix default" else ""
             print(f"  {label:14s} {pss:5.2f}x   (Shmem {shm:+5.2f}x, {took * 1000:6.0f} ms){goal}")
+
 
 if __name__ == "__main__":
     main()

@@ -9,6 +9,7 @@ conversion for Faster R-CNN (paired against stock ``Config.fromfile`` in the sam
     pip download --no-deps -d /tmp/mmdet2 mmdet==2.28.2     # read as a zip, never installed
     python benchmarks/config_conversion.py /tmp/mmdet2/mmdet-2.28.2-py3-none-any.whl [--build] [--show N]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,9 +26,20 @@ from typing import Any
 os.environ.pop("MMFIX_DISABLE", None)
 os.environ.setdefault("MMFIX_LOG_LEVEL", "WARNING")  # one "converted" line per config is noise here
 
-SECTIONS = ("model", "train_dataloader", "val_dataloader", "test_dataloader", "val_evaluator", "test_evaluator",
-            "optim_wrapper", "param_scheduler", "train_cfg", "checkpoint_interval", "logger_interval",
-            "auto_scale_lr")
+SECTIONS = (
+    "model",
+    "train_dataloader",
+    "val_dataloader",
+    "test_dataloader",
+    "val_evaluator",
+    "test_evaluator",
+    "optim_wrapper",
+    "param_scheduler",
+    "train_cfg",
+    "checkpoint_interval",
+    "logger_interval",
+    "auto_scale_lr",
+)
 
 
 def mmdet2_configs(source: str) -> str:
@@ -62,8 +74,11 @@ def index(configs: str, root: str) -> dict[str, str]:
 def _norm_paths(ds: Any) -> Any:
     """data_root + relative ann_file / data_prefix -> joined paths, so both spellings compare equal."""
     if isinstance(ds, dict):
-        ds = {k: _norm_paths(v) for k, v in ds.items() if not (k in ("backend_args", "file_client_args")
-                                                                  and v in (None, {"backend": "disk"}))}
+        ds = {
+            k: _norm_paths(v)
+            for k, v in ds.items()
+            if not (k in ("backend_args", "file_client_args") and v in (None, {"backend": "disk"}))
+        }
         root = ds.pop("data_root", None)
         if root:
             join = lambda p: p if not isinstance(p, str) or p.startswith(("/", root)) else root + p
@@ -71,8 +86,14 @@ def _norm_paths(ds: Any) -> Any:
                 ds["ann_file"] = join(ds["ann_file"])
             if isinstance(ds.get("data_prefix"), dict):
                 ds["data_prefix"] = {k: join(v) for k, v in ds["data_prefix"].items()}
-            for key in ("seg_prefix", "proposal_file", "hierarchy_file", "meta_file", "image_level_ann_file",
-                        "label_file"):
+            for key in (
+                "seg_prefix",
+                "proposal_file",
+                "hierarchy_file",
+                "meta_file",
+                "image_level_ann_file",
+                "label_file",
+            ):
                 if key in ds:
                     ds[key] = join(ds[key])
         return ds
@@ -114,8 +135,7 @@ def _constructor_defaults(kind: str, registries: tuple[str, ...]) -> dict[str, A
                     params = inspect.signature(init).parameters.values()
                 except (TypeError, ValueError):
                     continue
-                found.update({p.name: _canon(p.default) for p in params
-                              if p.default is not inspect.Parameter.empty})
+                found.update({p.name: _canon(p.default) for p in params if p.default is not inspect.Parameter.empty})
             break
         _defaults_cache[key] = found
     return _defaults_cache[key]
@@ -128,8 +148,11 @@ def _drop_defaults(value: Any, registries: tuple[str, ...]) -> Any:
         kind = out.get("type")
         if isinstance(kind, str):
             defaults = _constructor_defaults(kind, registries)
-            out = {k: v for k, v in out.items()
-                   if k == "type" or k not in defaults or _drop_defaults(defaults[k], registries) != v}
+            out = {
+                k: v
+                for k, v in out.items()
+                if k == "type" or k not in defaults or _drop_defaults(defaults[k], registries) != v
+            }
             if kind in ("Resize", "RandomResize", "RandomChoiceResize") and out.get("keep_ratio"):
                 # With keep_ratio, mmcv rescales by the long and the short edge: (1333, 480) == (480, 1333).
                 for key in ("scale", "scales"):
@@ -203,21 +226,39 @@ DELIBERATE: list[tuple[str, str | None, str]] = [
     ("test_dataloader.batch_size", None, "2.x tested 1 image per GPU unless data.test set samples_per_gpu"),
     ("val_evaluator.metric", None, "2.x evaluated every metric listed in `evaluation`; some 3.x configs fewer"),
     ("test_evaluator.metric", None, "2.x evaluated every metric listed in `evaluation`; some 3.x configs fewer"),
-    ("param_scheduler[].end", None, ("the 2.x schedule ran to the end of training; some 3.x configs end at "
-                                    "epoch 12 (so their later milestones never apply)")),
+    (
+        "param_scheduler[].end",
+        None,
+        (
+            "the 2.x schedule ran to the end of training; some 3.x configs end at "
+            "epoch 12 (so their later milestones never apply)"
+        ),
+    ),
     ("param_scheduler[].milestones[]", None, "2.x's lr_config.step is kept; some 3.x configs changed the steps"),
-    ("param_scheduler[].start_factor", None, ("2.x's warmup_ratio (or constant warm-up) is kept; 3.x configs "
-                                             "changed it")),
+    (
+        "param_scheduler[].start_factor",
+        None,
+        ("2.x's warmup_ratio (or constant warm-up) is kept; 3.x configs changed it"),
+    ),
     ("param_scheduler[].factor", None, "2.x's constant warm-up is kept; 3.x configs made it linear"),
     ("param_scheduler[].type", None, "2.x's warm-up kind is kept (constant -> ConstantLR); 3.x configs changed it"),
-    ("param_scheduler[].T_max", r"^yolox/", ("2.x's YOLOX cosine ends exactly at max_epochs - num_last_epochs "
-                                            "(T_max counts from its begin); the 3.x configs' T_max overshoots")),
+    (
+        "param_scheduler[].T_max",
+        r"^yolox/",
+        (
+            "2.x's YOLOX cosine ends exactly at max_epochs - num_last_epochs "
+            "(T_max counts from its begin); the 3.x configs' T_max overshoots"
+        ),
+    ),
     ("param_scheduler[].begin", r"^yolo/", "2.x's schedule starts at 0 (warm-up overlaps it); 3.x configs moved it"),
     ("optim_wrapper.loss_scale", None, "2.x fp16 configs used a static loss scale (kept); 3.x switched to dynamic"),
     ("optim_wrapper.clip_grad", None, "2.x's grad_clip is kept; the 3.x config dropped it"),
     ("train_cfg.val_interval", None, "2.x evaluation.interval is kept; 3.x configs changed it"),
-    ("train_cfg.dynamic_intervals", r"^yolox/", ("2.x evaluated every epoch in the last epochs (dynamic_intervals); "
-                                                "the 3.x configs dropped it")),
+    (
+        "train_cfg.dynamic_intervals",
+        r"^yolox/",
+        ("2.x evaluated every epoch in the last epochs (dynamic_intervals); the 3.x configs dropped it"),
+    ),
     ("checkpoint_interval", None, "2.x checkpoint_config.interval is kept; 3.x configs changed it"),
     ("train_dataloader.num_workers", None, "2.x workers_per_gpu is kept; 3.x configs changed it"),
     ("auto_scale_lr.base_batch_size", None, "2.x's base_batch_size is kept; 3.x configs changed it"),
@@ -226,63 +267,172 @@ DELIBERATE: list[tuple[str, str | None, str]] = [
     ("train_dataloader.dataset.pipeline[].with_label", None, "2.x's RPN loaded no labels (kept)"),
     ("train_dataloader.dataset.pipeline[].poly2mask", None, "2.x kept masks as polygons here (kept)"),
     ("train_dataloader.dataset.pipeline[].crop_type", r"^fpg/", "2.x's RandomCrop (absolute) is kept; 3.x changed it"),
-    ("train_dataloader.dataset.pipeline[].allow_negative_crop", r"^fpg/",
-     "2.x's RandomCrop refused crops without boxes (kept); 3.x changed it"),
-    ("model.data_preprocessor.pad_mask", r"^fpg/faster", ("2.x's Faster R-CNN FPG config loaded masks (kept, "
-                                                       "see with_mask), so they are padded with the batch as "
-                                                       "2.x's Pad padded them")),
-    ("train_dataloader.dataset.pipeline[].with_mask", r"^fpg/faster", ("2.x's Faster R-CNN FPG config loaded masks "
-                                                                      "(unused; kept)")),
-    ("model.data_preprocessor.mean[]", r"caffe", ("the 2.x config normalised caffe-style (kept); the 3.x config "
-                                                 "lost that override")),
-    ("model.data_preprocessor.std[]", r"caffe", ("the 2.x config normalised caffe-style (kept); the 3.x config "
-                                                "lost that override")),
-    ("model.data_preprocessor.bgr_to_rgb", r"caffe", ("the 2.x config normalised caffe-style (kept); the 3.x config "
-                                                     "lost that override")),
-    ("model.data_preprocessor.pad_size_divisor", r"^efficientnet/", ("2.x padded test images to 896x896 (kept "
-                                                                    "as a Pad transform, so no divisor is needed)")),
+    (
+        "train_dataloader.dataset.pipeline[].allow_negative_crop",
+        r"^fpg/",
+        "2.x's RandomCrop refused crops without boxes (kept); 3.x changed it",
+    ),
+    (
+        "model.data_preprocessor.pad_mask",
+        r"^fpg/faster",
+        (
+            "2.x's Faster R-CNN FPG config loaded masks (kept, "
+            "see with_mask), so they are padded with the batch as "
+            "2.x's Pad padded them"
+        ),
+    ),
+    (
+        "train_dataloader.dataset.pipeline[].with_mask",
+        r"^fpg/faster",
+        ("2.x's Faster R-CNN FPG config loaded masks (unused; kept)"),
+    ),
+    (
+        "model.data_preprocessor.mean[]",
+        r"caffe",
+        ("the 2.x config normalised caffe-style (kept); the 3.x config lost that override"),
+    ),
+    (
+        "model.data_preprocessor.std[]",
+        r"caffe",
+        ("the 2.x config normalised caffe-style (kept); the 3.x config lost that override"),
+    ),
+    (
+        "model.data_preprocessor.bgr_to_rgb",
+        r"caffe",
+        ("the 2.x config normalised caffe-style (kept); the 3.x config lost that override"),
+    ),
+    (
+        "model.data_preprocessor.pad_size_divisor",
+        r"^efficientnet/",
+        ("2.x padded test images to 896x896 (kept as a Pad transform, so no divisor is needed)"),
+    ),
     ("val_dataloader.dataset.pipeline[len]", r"^efficientnet/", "2.x padded test images to 896x896 (kept)"),
     ("test_dataloader.dataset.pipeline[len]", r"^efficientnet/", "2.x padded test images to 896x896 (kept)"),
-    *[(f"train_dataloader.dataset.{key}", r"^panoptic_fpn/.*3x", ("2.x trained 12 epochs over the dataset "
-       "repeated 3 times (RepeatDataset, kept); the 3.x config trains 36 epochs without the wrapper"))
-      for key in ("ann_file", "data_prefix", "dataset", "pipeline", "times", "type", "filter_cfg")],
-    ("train_cfg.max_epochs", r"^panoptic_fpn/.*3x", ("2.x trained 12 epochs over the dataset repeated 3 times "
-                                                    "(kept); the 3.x config trains 36 epochs without the wrapper")),
-    ("train_cfg.by_epoch", None, ("equivalent: by_epoch=True is MMEngine's older spelling of an "
-                                 "EpochBasedTrainLoop, which the converter writes as its type")),
-    ("model.train_cfg", r"^nas_fcos/nas_fcos_fcoshead", ("equivalent: FCOSHead never reads train_cfg (dropped); "
-                                                        "the 3.x config keeps the unused one")),
-    ("val_dataloader.dataset.pipeline[].poly2mask", None, ("equivalent: 2.x's test pipeline loaded no annotations; "
-                                                          "the mask format of evaluation-only annotations does not "
-                                                          "change the metric, and the 3.x configs disagree on it")),
-    ("test_dataloader.dataset.pipeline[].poly2mask", None, ("equivalent: 2.x's test pipeline loaded no annotations; "
-                                                           "the mask format of evaluation-only annotations does not "
-                                                           "change the metric, and the 3.x configs disagree on it")),
-    ("val_dataloader.dataset.test_mode", r"^openimages/", ("equivalent: 2.x built evaluation sets with "
-                                                          "test_mode=True; 3.x's OpenImagesDataset filters nothing "
-                                                          "either way")),
-    ("test_dataloader.dataset.test_mode", r"^openimages/", ("equivalent: 2.x built evaluation sets with "
-                                                           "test_mode=True; 3.x's OpenImagesDataset filters nothing "
-                                                           "either way")),
-    *[(f"{name}_dataloader.dataset.pipeline[].num_max_proposals", r"^cascade_rpn/",
-       "2.x's LoadProposals(num_max_proposals=300) is kept; the 3.x config changed it") for name in
-      ("train", "val", "test")],
-    ("train_dataloader.dataset.pipeline[].scale[][]", r"^sabl/", ("2.x's multi-scale range is kept; the 3.x "
-                                                                 "config changed it")),
-    ("model.data_preprocessor.pad_size_divisor", r"^yolox/", ("equivalent: 2.x padded every image to a square "
-                                                             "of 640 (or 416) in the pipeline (kept), so a divisor "
-                                                             "of 32 is a no-op")),
-    ("model.data_preprocessor.pad_size_divisor", r"^ssd/ssdlite", ("equivalent: images are resized to exactly "
-                                                                  "320x320 first, so padding to a multiple of 320 "
-                                                                  "is a no-op")),
-    *[(f"{name}_dataloader.dataset.pipeline[].meta_keys[len]", r"^openimages/ssd", ("equivalent: OpenImagesMetric's "
-       "image_level_labels is added for every OpenImages set; PackDetInputs skips a key a sample lacks"))
-      for name in ("val", "test")],
-    *[(f"{name}_dataloader.dataset.pipeline[len]", r"^fpg/", ("equivalent: the 3.x FPG test pipeline loads no "
-       "annotations; CocoMetric reads the ground truth from ann_file, so loading them changes no result"))
-      for name in ("val", "test")],
-    ("model.teacher_config", r"^ld/", ("the teacher is the 2.x config file (3.x loads it through the same "
-                                      "conversion while mmfix is active); the 3.x config names the renamed 3.x file")),
+    *[
+        (
+            f"train_dataloader.dataset.{key}",
+            r"^panoptic_fpn/.*3x",
+            (
+                "2.x trained 12 epochs over the dataset "
+                "repeated 3 times (RepeatDataset, kept); the 3.x config trains 36 epochs without the wrapper"
+            ),
+        )
+        for key in ("ann_file", "data_prefix", "dataset", "pipeline", "times", "type", "filter_cfg")
+    ],
+    (
+        "train_cfg.max_epochs",
+        r"^panoptic_fpn/.*3x",
+        (
+            "2.x trained 12 epochs over the dataset repeated 3 times "
+            "(kept); the 3.x config trains 36 epochs without the wrapper"
+        ),
+    ),
+    (
+        "train_cfg.by_epoch",
+        None,
+        (
+            "equivalent: by_epoch=True is MMEngine's older spelling of an "
+            "EpochBasedTrainLoop, which the converter writes as its type"
+        ),
+    ),
+    (
+        "model.train_cfg",
+        r"^nas_fcos/nas_fcos_fcoshead",
+        ("equivalent: FCOSHead never reads train_cfg (dropped); the 3.x config keeps the unused one"),
+    ),
+    (
+        "val_dataloader.dataset.pipeline[].poly2mask",
+        None,
+        (
+            "equivalent: 2.x's test pipeline loaded no annotations; "
+            "the mask format of evaluation-only annotations does not "
+            "change the metric, and the 3.x configs disagree on it"
+        ),
+    ),
+    (
+        "test_dataloader.dataset.pipeline[].poly2mask",
+        None,
+        (
+            "equivalent: 2.x's test pipeline loaded no annotations; "
+            "the mask format of evaluation-only annotations does not "
+            "change the metric, and the 3.x configs disagree on it"
+        ),
+    ),
+    (
+        "val_dataloader.dataset.test_mode",
+        r"^openimages/",
+        (
+            "equivalent: 2.x built evaluation sets with "
+            "test_mode=True; 3.x's OpenImagesDataset filters nothing "
+            "either way"
+        ),
+    ),
+    (
+        "test_dataloader.dataset.test_mode",
+        r"^openimages/",
+        (
+            "equivalent: 2.x built evaluation sets with "
+            "test_mode=True; 3.x's OpenImagesDataset filters nothing "
+            "either way"
+        ),
+    ),
+    *[
+        (
+            f"{name}_dataloader.dataset.pipeline[].num_max_proposals",
+            r"^cascade_rpn/",
+            "2.x's LoadProposals(num_max_proposals=300) is kept; the 3.x config changed it",
+        )
+        for name in ("train", "val", "test")
+    ],
+    (
+        "train_dataloader.dataset.pipeline[].scale[][]",
+        r"^sabl/",
+        ("2.x's multi-scale range is kept; the 3.x config changed it"),
+    ),
+    (
+        "model.data_preprocessor.pad_size_divisor",
+        r"^yolox/",
+        (
+            "equivalent: 2.x padded every image to a square "
+            "of 640 (or 416) in the pipeline (kept), so a divisor "
+            "of 32 is a no-op"
+        ),
+    ),
+    (
+        "model.data_preprocessor.pad_size_divisor",
+        r"^ssd/ssdlite",
+        ("equivalent: images are resized to exactly 320x320 first, so padding to a multiple of 320 is a no-op"),
+    ),
+    *[
+        (
+            f"{name}_dataloader.dataset.pipeline[].meta_keys[len]",
+            r"^openimages/ssd",
+            (
+                "equivalent: OpenImagesMetric's "
+                "image_level_labels is added for every OpenImages set; PackDetInputs skips a key a sample lacks"
+            ),
+        )
+        for name in ("val", "test")
+    ],
+    *[
+        (
+            f"{name}_dataloader.dataset.pipeline[len]",
+            r"^fpg/",
+            (
+                "equivalent: the 3.x FPG test pipeline loads no "
+                "annotations; CocoMetric reads the ground truth from ann_file, so loading them changes no result"
+            ),
+        )
+        for name in ("val", "test")
+    ],
+    (
+        "model.teacher_config",
+        r"^ld/",
+        (
+            "the teacher is the 2.x config file (3.x loads it through the same "
+            "conversion while mmfix is active); the 3.x config names the renamed 3.x file"
+        ),
+    ),
 ]
 
 
@@ -322,7 +472,7 @@ def timing(config: str, runs: int) -> tuple[float, float, float]:
     t0 = time.perf_counter()
     for _ in range(1000):
         classify(cfg3)
-    detect_ms = (time.perf_counter() - t0)
+    detect_ms = time.perf_counter() - t0
     return statistics.median(p[0] for p in pairs), statistics.median(p[1] for p in pairs), detect_ms
 
 
@@ -421,13 +571,19 @@ def main() -> int:
     print(f"\n{'section':<22}{'equal':>7}{'+kept':>7}{'of':>6}{'equal':>9}{'equal or kept':>15}")
     for sec in SECTIONS:
         n = max(compared[sec], 1)
-        print(f"{sec:<22}{equal[sec]:>7}{kept[sec]:>7}{compared[sec]:>6}{equal[sec] / n:>9.1%}"
-              f"{(equal[sec] + kept[sec]) / n:>15.1%}")
+        print(
+            f"{sec:<22}{equal[sec]:>7}{kept[sec]:>7}{compared[sec]:>6}{equal[sec] / n:>9.1%}"
+            f"{(equal[sec] + kept[sec]) / n:>15.1%}"
+        )
     n = max(loaded, 1)
-    print(f"{'all sections':<22}{all_equal:>7}{all_kept - all_equal:>7}{loaded:>6}{all_equal / n:>9.1%}"
-          f"{all_kept / n:>15.1%}")
-    print("  equal: strictly equal; +kept: differs only where the official 3.x config changed a value and the "
-          "converter keeps the 2.x meaning (listed below with the reason)")
+    print(
+        f"{'all sections':<22}{all_equal:>7}{all_kept - all_equal:>7}{loaded:>6}{all_equal / n:>9.1%}"
+        f"{all_kept / n:>15.1%}"
+    )
+    print(
+        "  equal: strictly equal; +kept: differs only where the official 3.x config changed a value and the "
+        "converter keeps the 2.x meaning (listed below with the reason)"
+    )
     if args.build:
         print(f"\nconverted models built with MMDetection 3.x's registry: {built}/{built + build_failed}")
         grouped = collections.defaultdict(list)
@@ -442,14 +598,18 @@ def main() -> int:
     print("\ndeliberate: 2.x meaning kept where the official 3.x config changed it; one count per pair:")
     for (_, cls, reason), items in sorted(deliberate.items(), key=lambda kv: -len(kv[1]))[: args.show]:
         name, a, b = items[0]
-        print(f"  {len(items):>4}  {cls}: {reason}\n        e.g. {name}: "
-              f"converted={str(a)[:110]}  official={str(b)[:110]}")
+        print(
+            f"  {len(items):>4}  {cls}: {reason}\n        e.g. {name}: "
+            f"converted={str(a)[:110]}  official={str(b)[:110]}"
+        )
 
     faster = os.path.join(configs2, "faster_rcnn", "faster_rcnn_r50_fpn_1x_coco.py")
     stock_ms, mmfix_ms, detect_ms = timing(faster, args.runs)
     print(f"\nFaster R-CNN (faster_rcnn_r50_fpn_1x_coco.py with its bases), median of {args.runs} paired runs:")
-    print(f"  stock Config.fromfile {stock_ms:.1f} ms, with conversion {mmfix_ms:.1f} ms: "
-          f"+{mmfix_ms - stock_ms:.1f} ms ({mmfix_ms / stock_ms:.2f}x)")
+    print(
+        f"  stock Config.fromfile {stock_ms:.1f} ms, with conversion {mmfix_ms:.1f} ms: "
+        f"+{mmfix_ms - stock_ms:.1f} ms ({mmfix_ms / stock_ms:.2f}x)"
+    )
     print(f"  detecting that a loaded config is 3.x: {detect_ms * 1000 / 1000:.4f} ms per config")
     return 0
 

@@ -11,6 +11,7 @@ shared host copy that distributed workers use by default. Each variant runs in a
 fresh process; the ratios are printed. Needs a CUDA device (exits with a message
 otherwise).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,22 +57,30 @@ def main() -> None:
             if variant == "stock":
                 env["MMFIX_DISABLE"] = "1"
             if variant == "mmfix-rank":  # a lone rank of a 2-rank node: leads the shared load
-                env.update(LOCAL_RANK="0", RANK="0", LOCAL_WORLD_SIZE="2", WORLD_SIZE="2",
-                           MMFIX_SHARED_LOAD_WAIT="1")
-            out = subprocess.run([sys.executable, "-c", WORKER, path, variant.split("-")[0], str(n)], env=env,
-                                 capture_output=True, text=True, check=True).stdout
+                env.update(LOCAL_RANK="0", RANK="0", LOCAL_WORLD_SIZE="2", WORLD_SIZE="2", MMFIX_SHARED_LOAD_WAIT="1")
+            out = subprocess.run(
+                [sys.executable, "-c", WORKER, path, variant.split("-")[0], str(n)],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
             results[variant] = json.loads(out.strip().splitlines()[-1])
     stock, fixed = results["stock"], results["mmfix"]
     model = stock["model"]
     print(f"checkpoint {args.gib:.1f} GiB saved on cuda:0; model {model / 2**30:.2f} GiB on the GPU")
-    print(f"peak extra GPU memory while resuming: stock {stock['peak_extra'] / 2**30:.2f} GiB, "
-          f"mmfix {fixed['peak_extra'] / 2**30:.2f} GiB")
+    print(
+        f"peak extra GPU memory while resuming: stock {stock['peak_extra'] / 2**30:.2f} GiB, "
+        f"mmfix {fixed['peak_extra'] / 2**30:.2f} GiB"
+    )
     total_stock = model + stock["peak_extra"]
     total_fixed = model + fixed["peak_extra"]
     print(f"peak GPU memory (model + extra), mmfix / stock: {total_fixed / total_stock:.3f}")
     shared = results["mmfix-rank"]
-    print(f"as a rank loading through the shared host copy: extra {shared['peak_extra'] / 2**30:.2f} GiB, "
-          f"mmfix / stock {(model + shared['peak_extra']) / total_stock:.3f}")
+    print(
+        f"as a rank loading through the shared host copy: extra {shared['peak_extra'] / 2**30:.2f} GiB, "
+        f"mmfix / stock {(model + shared['peak_extra']) / total_stock:.3f}"
+    )
 
 
 if __name__ == "__main__":

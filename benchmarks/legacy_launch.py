@@ -6,6 +6,7 @@ Both train the bundled example on CPU with 2 workers (gloo) and the same
 settings; runs alternate so drift affects both. Prints the median ratio
 (target <= 1.05).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,17 +38,46 @@ def main() -> None:
     legacy_t, manual_t = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(args.repeat):
-            legacy = [MMFIX_RUN, sys.executable, str(TRAIN), str(CONFIG), "--work-dir", f"{tmp}/l{i}",
-                      "--gpus", "2", "--seed", "0", "--no-validate"]
-            manual = [MMFIX_RUN, sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
-                      "2", str(TRAIN), str(CONFIG), "--work-dir", f"{tmp}/m{i}", "--launcher", "pytorch",
-                      "--cfg-options", "randomness.seed=0", "val_cfg=None", "val_dataloader=None",
-                      "val_evaluator=None"]
+            legacy = [
+                MMFIX_RUN,
+                sys.executable,
+                str(TRAIN),
+                str(CONFIG),
+                "--work-dir",
+                f"{tmp}/l{i}",
+                "--gpus",
+                "2",
+                "--seed",
+                "0",
+                "--no-validate",
+            ]
+            manual = [
+                MMFIX_RUN,
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                "--standalone",
+                "--nproc_per_node",
+                "2",
+                str(TRAIN),
+                str(CONFIG),
+                "--work-dir",
+                f"{tmp}/m{i}",
+                "--launcher",
+                "pytorch",
+                "--cfg-options",
+                "randomness.seed=0",
+                "val_cfg=None",
+                "val_dataloader=None",
+                "val_evaluator=None",
+            ]
             legacy_t.append(timed(legacy))
             manual_t.append(timed(manual))
     lm, mm = statistics.median(legacy_t), statistics.median(manual_t)
-    print(f"legacy `--gpus 2`: median {lm:.2f} s; hand-written torchrun: median {mm:.2f} s; "
-          f"ratio {lm / mm:.3f} (target <= 1.05; {args.repeat} runs each)")
+    print(
+        f"legacy `--gpus 2`: median {lm:.2f} s; hand-written torchrun: median {mm:.2f} s; "
+        f"ratio {lm / mm:.3f} (target <= 1.05; {args.repeat} runs each)"
+    )
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ in runtime_info) is loaded, page cache warm, interleaved, through:
 
 It prints each median and the median of the paired ratios mmfix / stock (goal <= 1.02).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,14 +36,22 @@ def make_checkpoint(path: str, model_mb: int, buffers: int) -> None:
         for v in np.random.rand(1000):
             hb.update(float(v))
         hub[f"train/loss{i}"] = hb
-    torch.save({
-        "meta": {"epoch": 3, "iter": 3000, "seed": 0},
-        "state_dict": state,
-        "optimizer": {"state": {i: {"momentum_buffer": t.clone()} for i, t in enumerate(state.values())},
-                      "param_groups": [{"lr": 0.02, "momentum": 0.9, "params": list(range(len(state)))}]},
-        "message_hub": {"log_scalars": hub, "runtime_info": {"eta": np.float64(12.5), "iter": np.int64(3000)},
-                        "resumed_keys": {}},
-    }, path)
+    torch.save(
+        {
+            "meta": {"epoch": 3, "iter": 3000, "seed": 0},
+            "state_dict": state,
+            "optimizer": {
+                "state": {i: {"momentum_buffer": t.clone()} for i, t in enumerate(state.values())},
+                "param_groups": [{"lr": 0.02, "momentum": 0.9, "params": list(range(len(state)))}],
+            },
+            "message_hub": {
+                "log_scalars": hub,
+                "runtime_info": {"eta": np.float64(12.5), "iter": np.int64(3000)},
+                "resumed_keys": {},
+            },
+        },
+        path,
+    )
 
 
 def main() -> None:
@@ -66,7 +75,8 @@ def main() -> None:
     except ImportError:  # numpy 1
         from numpy.core import multiarray  # type: ignore[no-redef]
     real_numpy = [np.dtype, np.ndarray, multiarray._reconstruct, multiarray.scalar, HistoryBuffer, getattr] + [
-        type(np.dtype(c)) for c in "?bBhHiIlLqQefdgFDG"]
+        type(np.dtype(c)) for c in "?bBhHiIlLqQefdgFDG"
+    ]
 
     def allowlisted(path: str) -> object:
         with ts.safe_globals(real_numpy):

@@ -7,6 +7,7 @@ Prints the median wall time of `python -c 'pass'` vs `python -c 'import mmfix'`
 function behind mmfix's wrapper, and of mmfix's torch.load logic around a no-op
 loader (target: under 2 µs added).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,9 +50,11 @@ def main() -> None:
     args = parser.parse_args()
 
     base, with_mmfix, added = _interpreter_ms(("pass", "import mmfix"), args.runs)
-    print(f"interpreter start, median of {args.runs} interleaved runs: baseline {base:.1f} ms, with "
-          f"`import mmfix` {with_mmfix:.1f} ms -> +{added:.2f} ms (median paired difference), ratio "
-          f"{with_mmfix / base:.3f} (target: < +5 ms)")
+    print(
+        f"interpreter start, median of {args.runs} interleaved runs: baseline {base:.1f} ms, with "
+        f"`import mmfix` {with_mmfix:.1f} ms -> +{added:.2f} ms (median paired difference), ratio "
+        f"{with_mmfix / base:.3f} (target: < +5 ms)"
+    )
 
     from mmfix import _wrapping
     from mmfix._patches import torch_load
@@ -63,8 +66,10 @@ def main() -> None:
     wrapped = module.plain
     t_wrapped = _call_us(lambda: wrapped(1))
     swap.undo()
-    print(f"call: plain {t_plain:.3f} us, mmfix wrapper {t_wrapped:.3f} us -> +{t_wrapped - t_plain:.3f} us, "
-          f"ratio {t_wrapped / t_plain:.2f} (target: < +2 us)")
+    print(
+        f"call: plain {t_plain:.3f} us, mmfix wrapper {t_wrapped:.3f} us -> +{t_wrapped - t_plain:.3f} us, "
+        f"ratio {t_wrapped / t_plain:.2f} (target: < +2 us)"
+    )
 
     def noop_load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None, **kw):
         return map_location
@@ -75,8 +80,10 @@ def main() -> None:
     t_noop = _call_us(lambda: noop_load("x.pth"), number=100_000)
     t_logic = _call_us(lambda: patched("x.pth"), number=100_000)
     swap.undo()
-    print(f"torch.load logic around a no-op loader: {t_noop:.3f} us -> {t_logic:.3f} us "
-          f"(+{t_logic - t_noop:.3f} us per load; a real load takes milliseconds)")
+    print(
+        f"torch.load logic around a no-op loader: {t_noop:.3f} us -> {t_logic:.3f} us "
+        f"(+{t_logic - t_noop:.3f} us per load; a real load takes milliseconds)"
+    )
 
 
 if __name__ == "__main__":

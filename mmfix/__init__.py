@@ -4,6 +4,7 @@
 MMEngine: each patch attaches when the module it patches is imported (at once,
 if it already is). See the README for the switches and the zero-code front doors.
 """
+
 from __future__ import annotations
 
 from . import _activation, _log, _settings

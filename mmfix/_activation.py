@@ -4,6 +4,7 @@ Every front door (``import mmfix``, sitecustomize, ``.pth``/``.start``,
 ``mmfix-run``, PYTHONSTARTUP) ends here, so activating twice, or through several
 doors at once, patches once.
 """
+
 from __future__ import annotations
 
 import _thread
@@ -112,8 +113,7 @@ def activate(door: str | None = None, only: Iterable[str] | None = None) -> None
         unknown = selected - set(PATCHES)
         if unknown:
             raise ValueError(
-                f"unknown mmfix patch name(s): {', '.join(sorted(unknown))}; "
-                f"known patches are {', '.join(PATCHES)}"
+                f"unknown mmfix patch name(s): {', '.join(sorted(unknown))}; known patches are {', '.join(PATCHES)}"
             )
         for name, state in _patches.items():
             if name not in selected or state.state in (ACTIVE, PENDING, SKIPPED):

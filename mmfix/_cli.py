@@ -1,4 +1,5 @@
 """The ``mmfix`` command (and ``mmfix-run``): a thin front over the modules below."""
+
 from __future__ import annotations
 
 import argparse
@@ -99,13 +100,16 @@ def _cmd_translate(args: argparse.Namespace) -> int:
     if command and command[0] == "--":
         command = command[1:]
     if not command:
-        raise MmfixUsageError("mmfix translate: no command given. Usage: mmfix translate python tools/train.py "
-                              "CONFIG --gpus 2 --seed 0")
+        raise MmfixUsageError(
+            "mmfix translate: no command given. Usage: mmfix translate python tools/train.py CONFIG --gpus 2 --seed 0"
+        )
     if command[0].endswith(".py"):
         command = [sys.executable, *command]
     elif not os.path.basename(command[0]).startswith("python"):
-        raise MmfixUsageError(f"mmfix translate: {command[0]!r} is not a Python command; give the training "
-                              "command as `python tools/train.py ...`.")
+        raise MmfixUsageError(
+            f"mmfix translate: {command[0]!r} is not a Python command; give the training "
+            "command as `python tools/train.py ...`."
+        )
     data = _translate_by_running(command) if args.run_to_parse else _translate_statically(command)
     if isinstance(data, int):
         return data
@@ -127,8 +131,10 @@ def _cmd_translate(args: argparse.Namespace) -> int:
     return 0
 
 
-_RUN_TO_PARSE = ("Add --run-to-parse to run the script up to the moment it parses its command line (its top-level "
-                 "code and imports run; nothing after the parse does).")
+_RUN_TO_PARSE = (
+    "Add --run-to-parse to run the script up to the moment it parses its command line (its top-level "
+    "code and imports run; nothing after the parse does)."
+)
 
 
 def _translate_statically(command: list[str]) -> dict[str, Any]:
@@ -138,17 +144,21 @@ def _translate_statically(command: list[str]) -> dict[str, Any]:
 
     script = command[1] if len(command) > 1 else ""
     if not script.endswith(".py") or not os.path.isfile(script):
-        raise MmfixUsageError(f"mmfix translate: no script file to read in `{' '.join(command[:3])}` (a module run "
-                              f"with -m, code given with -c, or a missing file). {_RUN_TO_PARSE}")
+        raise MmfixUsageError(
+            f"mmfix translate: no script file to read in `{' '.join(command[:3])}` (a module run "
+            f"with -m, code given with -c, or a missing file). {_RUN_TO_PARSE}"
+        )
     try:
         data = translate_statically(command[0], script, command[2:])
     except LegacyUsageError as exc:
         usage = getattr(exc, "usage", "")
         raise MmfixUsageError(f"{usage}{os.path.basename(script)}: error: {exc.message}") from None
     if data is None:
-        raise MmfixUsageError(f"mmfix translate: the argument parser of {script} cannot be read from its source with "
-                              f"certainty (only OpenMMLab-shaped tools built from plain add_argument calls can). "
-                              f"{_RUN_TO_PARSE}")
+        raise MmfixUsageError(
+            f"mmfix translate: the argument parser of {script} cannot be read from its source with "
+            f"certainty (only OpenMMLab-shaped tools built from plain add_argument calls can). "
+            f"{_RUN_TO_PARSE}"
+        )
     return data
 
 
@@ -167,17 +177,21 @@ def _translate_by_running(command: list[str]) -> dict[str, Any] | int:
         sys.stderr.write(proc.stderr[-4000:])
         if proc.returncode == 2 and "error:" in proc.stderr:
             return 2  # the translator's (or argparse's) usage error, already printed
-        print(f"mmfix translate: the command did not parse its command line with argparse "
-              f"(exit status {proc.returncode}), so there is nothing to translate.", file=sys.stderr)
+        print(
+            f"mmfix translate: the command did not parse its command line with argparse "
+            f"(exit status {proc.returncode}), so there is nothing to translate.",
+            file=sys.stderr,
+        )
         return proc.returncode or 1
-    data: dict[str, Any] = json.loads(lines[-1][len(TRANSLATION_MARKER):])
+    data: dict[str, Any] = json.loads(lines[-1][len(TRANSLATION_MARKER) :])
     return data
 
 
 def _sub(sub: Any, name: str, summary: str, details: str = "") -> argparse.ArgumentParser:
     """A subcommand whose --help describes it (the summary) before its options."""
-    return sub.add_parser(name, help=summary, description=summary[0].upper() + summary[1:] + "." +
-                          (f" {details}" if details else ""))
+    return sub.add_parser(
+        name, help=summary, description=summary[0].upper() + summary[1:] + "." + (f" {details}" if details else "")
+    )
 
 
 JSON_HELP = "print the same as JSON (for scripts and bug reports)"
@@ -195,8 +209,10 @@ def _cmd_convert_config(args: argparse.Namespace) -> int:
         print(exc.message, file=sys.stderr)
         return exc.exit_status
     if kind == "3.x":
-        print(f"mmfix convert-config: {args.config} is already a 3.x config (no 2.x keys); nothing to convert.",
-              file=sys.stderr)
+        print(
+            f"mmfix convert-config: {args.config} is already a 3.x config (no 2.x keys); nothing to convert.",
+            file=sys.stderr,
+        )
     if args.diff:
         print("\n".join(diff_lines(source, converted, report)))
     if args.output:
@@ -212,43 +228,63 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mmfix",
         description="Makes OpenMMLab training behave on multi-GPU machines, clusters and modern PyTorch. "
-                    "`mmfix COMMAND --help` describes each command.",
+        "`mmfix COMMAND --help` describes each command.",
     )
     parser.add_argument("--version", action="version", version=f"mmfix {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    p = _sub(sub, "status", "whether `python train.py` started from this shell runs with mmfix, through which "
-             "front doors, and its patches",
-             "Starts that Python (`python` on PATH) to find out, so the answer covers the .pth hook, sitecustomize "
-             "on PYTHONPATH, mmfix-run and MMFIX_DISABLE as they are set now.")
+    p = _sub(
+        sub,
+        "status",
+        "whether `python train.py` started from this shell runs with mmfix, through which front doors, and its patches",
+        "Starts that Python (`python` on PATH) to find out, so the answer covers the .pth hook, sitecustomize "
+        "on PYTHONPATH, mmfix-run and MMFIX_DISABLE as they are set now.",
+    )
     p.add_argument("--json", action="store_true", help=JSON_HELP)
     p.set_defaults(func=_cmd_status)
 
-    p = _sub(sub, "hook", "install, uninstall or show the start-up hook (mmfix.pth) in site-packages",
-             "Installed, every Python of this environment activates mmfix at start-up (MMFIX_DISABLE=1 still "
-             "turns it off).")
+    p = _sub(
+        sub,
+        "hook",
+        "install, uninstall or show the start-up hook (mmfix.pth) in site-packages",
+        "Installed, every Python of this environment activates mmfix at start-up (MMFIX_DISABLE=1 still turns it off).",
+    )
     p.add_argument("action", choices=("install", "uninstall", "status"), help="what to do")
     p.add_argument("--site-dir", default=None, help="site-packages folder (default: this environment's)")
     p.add_argument("--json", action="store_true", help=JSON_HELP + " (status only)")
     p.set_defaults(func=_cmd_hook)
 
-    p = _sub(sub, "run", "run a command with mmfix active in it and its Python children (same as mmfix-run)",
-             "Example: mmfix run -- python tools/train.py CONFIG --gpus 2.")
+    p = _sub(
+        sub,
+        "run",
+        "run a command with mmfix active in it and its Python children (same as mmfix-run)",
+        "Example: mmfix run -- python tools/train.py CONFIG --gpus 2.",
+    )
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     p.set_defaults(func=_cmd_run)
 
-    p = _sub(sub, "startup-file", "print the path of mmfix's PYTHONSTARTUP file",
-             "Python reads PYTHONSTARTUP for interactive sessions only, never for `python train.py`: "
-             "export PYTHONSTARTUP=$(mmfix startup-file).")
+    p = _sub(
+        sub,
+        "startup-file",
+        "print the path of mmfix's PYTHONSTARTUP file",
+        "Python reads PYTHONSTARTUP for interactive sessions only, never for `python train.py`: "
+        "export PYTHONSTARTUP=$(mmfix startup-file).",
+    )
     p.set_defaults(func=_cmd_startup_file)
 
-    p = _sub(sub, "translate", "print how a legacy 2.x command line is translated, without running it",
-             "The script's argument parser is read from its source; nothing of the script runs. Where only "
-             "running the script can tell, --run-to-parse runs it up to its argument parsing.")
+    p = _sub(
+        sub,
+        "translate",
+        "print how a legacy 2.x command line is translated, without running it",
+        "The script's argument parser is read from its source; nothing of the script runs. Where only "
+        "running the script can tell, --run-to-parse runs it up to its argument parsing.",
+    )
     p.add_argument("--json", action="store_true", help=JSON_HELP)
-    p.add_argument("--run-to-parse", action="store_true",
-                   help="run the script's top-level code up to its parse_args (for parsers that cannot be read "
-                        "from the source)")
+    p.add_argument(
+        "--run-to-parse",
+        action="store_true",
+        help="run the script's top-level code up to its parse_args (for parsers that cannot be read from the source)",
+    )
     p.add_argument("command", nargs=argparse.REMAINDER, help="python tools/train.py CONFIG --gpus 2 ...")
     p.set_defaults(func=_cmd_translate)
 
@@ -256,17 +292,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help=JSON_HELP)
     p.set_defaults(func=_cmd_doctor)
 
-    p = _sub(sub, "convert-config", "write an MMDetection 2.x config as a self-contained 3.x config",
-             "Merges the 2.x config with its _base_ files, converts it as the automatic path does, and writes "
-             "a readable 3.x config with a header listing what was converted and dropped.")
+    p = _sub(
+        sub,
+        "convert-config",
+        "write an MMDetection 2.x config as a self-contained 3.x config",
+        "Merges the 2.x config with its _base_ files, converts it as the automatic path does, and writes "
+        "a readable 3.x config with a header listing what was converted and dropped.",
+    )
     p.add_argument("config", help="the 2.x config file (its _base_ files are merged in)")
     p.add_argument("-o", "--output", help="the 3.x config to write (default: print it)")
     p.add_argument("--diff", action="store_true", help="show the conversion key by key")
     p.set_defaults(func=_cmd_convert_config)
 
-    p = _sub(sub, "inspect", "describe a checkpoint without executing its pickle",
-             "Format, size, the devices its storages were saved on, the globals it needs and whether mmfix "
-             "allows them, whether it can be memory-mapped, and its top-level keys.")
+    p = _sub(
+        sub,
+        "inspect",
+        "describe a checkpoint without executing its pickle",
+        "Format, size, the devices its storages were saved on, the globals it needs and whether mmfix "
+        "allows them, whether it can be memory-mapped, and its top-level keys.",
+    )
     p.add_argument("checkpoint", help="path of the .pth file")
     p.add_argument("--json", action="store_true", help=JSON_HELP)
     p.set_defaults(func=_cmd_inspect)

@@ -1,4 +1,5 @@
 """``mmfix doctor``: everything a bug report about a training launch needs, in one paste."""
+
 from __future__ import annotations
 
 import os
@@ -12,10 +13,30 @@ from . import _pth_installer as hook
 from ._ports import port_free
 from ._run import BOOTSTRAP_DIR
 
-_DIST_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-              "TORCHELASTIC_RUN_ID", "NNODES", "NODE_RANK", "PORT", "GPUS")
-_SLURM_VARS = ("SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS",
-               "SLURM_STEP_NUM_TASKS", "SLURM_NODELIST", "SLURM_JOB_GPUS", "SLURM_GPUS_ON_NODE")
+_DIST_VARS = (
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "TORCHELASTIC_RUN_ID",
+    "NNODES",
+    "NODE_RANK",
+    "PORT",
+    "GPUS",
+)
+_SLURM_VARS = (
+    "SLURM_JOB_ID",
+    "SLURM_STEP_ID",
+    "SLURM_PROCID",
+    "SLURM_LOCALID",
+    "SLURM_NTASKS",
+    "SLURM_STEP_NUM_TASKS",
+    "SLURM_NODELIST",
+    "SLURM_JOB_GPUS",
+    "SLURM_GPUS_ON_NODE",
+)
 
 
 def _version(dist: str) -> str | None:
@@ -49,14 +70,20 @@ def known_problems(versions: dict[str, str | None], cuda_available: bool) -> lis
             "hold a HistoryBuffer: resume fails without mmfix (mmfix's torch_load patch fixes it safely)."
         )
     if mmdet_v and mmdet_v[0] == 3 and mmcv_v and not ((2, 0) <= mmcv_v < (2, 2)):
-        problems.append(f"mmdet {versions['mmdet']} asserts mmcv>=2.0.0rc4,<2.2.0 but mmcv {versions['mmcv']} "
-                        "is installed: `import mmdet` fails.")
+        problems.append(
+            f"mmdet {versions['mmdet']} asserts mmcv>=2.0.0rc4,<2.2.0 but mmcv {versions['mmcv']} "
+            "is installed: `import mmdet` fails."
+        )
     if mmdet_v and mmdet_v[0] == 2 and torch_v >= (2,):
-        problems.append(f"mmdet {versions['mmdet']} is a 2.x release; its tools predate torch 2 (--local-rank). "
-                        "mmfix translates 2.x command lines for 3.x tools.")
+        problems.append(
+            f"mmdet {versions['mmdet']} is a 2.x release; its tools predate torch 2 (--local-rank). "
+            "mmfix translates 2.x command lines for 3.x tools."
+        )
     if not cuda_available:
-        problems.append("no CUDA device is usable here: distributed runs use gloo on CPU under mmfix "
-                        "(stock MMEngine fails in torch.cuda.set_device).")
+        problems.append(
+            "no CUDA device is usable here: distributed runs use gloo on CPU under mmfix "
+            "(stock MMEngine fails in torch.cuda.set_device)."
+        )
     return problems
 
 
@@ -64,8 +91,7 @@ def collect() -> dict[str, Any]:
     import mmfix
 
     report: dict[str, Any] = {
-        "python": {"version": platform.python_version(), "executable": sys.executable,
-                   "platform": platform.platform()},
+        "python": {"version": platform.python_version(), "executable": sys.executable, "platform": platform.platform()},
         "packages": {name: _version(name) for name in ("torch", "mmengine", "mmcv", "mmdet", "wrapt", "numpy")},
         "mmfix": {"version": __version__},
     }
@@ -73,9 +99,15 @@ def collect() -> dict[str, Any]:
     try:
         import torch
 
-        torch_info = {"version": torch.__version__, "cuda_build": torch.version.cuda,
-                      "cuda_available": torch.cuda.is_available(), "device_count": 0, "devices": [],
-                      "nccl": None, "distributed_available": torch.distributed.is_available()}
+        torch_info = {
+            "version": torch.__version__,
+            "cuda_build": torch.version.cuda,
+            "cuda_available": torch.cuda.is_available(),
+            "device_count": 0,
+            "devices": [],
+            "nccl": None,
+            "distributed_available": torch.distributed.is_available(),
+        }
         if torch_info["cuda_available"]:
             torch_info["device_count"] = torch.cuda.device_count()
             torch_info["devices"] = [torch.cuda.get_device_name(i) for i in range(torch_info["device_count"])]
@@ -108,24 +140,34 @@ def format_report(report: dict[str, Any]) -> str:
     t = report["torch"]
     env = report["environment"]
     mm = report["mmfix"]
-    lines = ["mmfix doctor", "", "## Versions",
-             f"- Python {report['python']['version']} ({report['python']['executable']}) on {report['python']['platform']}"]
+    lines = [
+        "mmfix doctor",
+        "",
+        "## Versions",
+        f"- Python {report['python']['version']} ({report['python']['executable']}) on {report['python']['platform']}",
+    ]
     for name, version in report["packages"].items():
         lines.append(f"- {name}: {version or 'not installed'}")
     lines += ["", "## torch and devices"]
     if "error" in t:
         lines.append(f"- torch cannot be imported: {t['error']}")
     else:
-        lines.append(f"- torch {t['version']}, CUDA build: {t['cuda_build'] or 'none (CPU-only build)'}, "
-                     f"NCCL: {t['nccl'] or '-'}")
-        lines.append(f"- CUDA available: {t['cuda_available']}; visible GPUs: {t['device_count']}"
-                     + (f" ({', '.join(t['devices'])})" if t["devices"] else ""))
+        lines.append(
+            f"- torch {t['version']}, CUDA build: {t['cuda_build'] or 'none (CPU-only build)'}, "
+            f"NCCL: {t['nccl'] or '-'}"
+        )
+        lines.append(
+            f"- CUDA available: {t['cuda_available']}; visible GPUs: {t['device_count']}"
+            + (f" ({', '.join(t['devices'])})" if t["devices"] else "")
+        )
     cvd = env["CUDA_VISIBLE_DEVICES"]
     lines.append(f"- CUDA_VISIBLE_DEVICES: {'not set' if cvd is None else repr(cvd)}")
     lines += ["", "## Launch environment"]
     lines.append("- distributed variables: " + (", ".join(f"{k}={v}" for k, v in env["distributed"].items()) or "none"))
     lines.append("- SLURM variables: " + (", ".join(f"{k}={v}" for k, v in env["slurm"].items()) or "none"))
-    lines.append(f"- port 29500 (torchrun's default master port): {'free' if report['ports']['29500_free'] else 'IN USE'}")
+    lines.append(
+        f"- port 29500 (torchrun's default master port): {'free' if report['ports']['29500_free'] else 'IN USE'}"
+    )
     lines += ["", "## mmfix", f"- version {mm['version']}"]
     lines += ["- " + line.strip() for line in format_new_python(mm["new_python"])]
     lines.append("- patches in this doctor process (it imported mmfix, torch and MMEngine itself):")
@@ -188,14 +230,15 @@ def new_python(env: dict[str, str] | None = None) -> dict[str, Any]:
         "disabled": bool(status and not status["enabled"]),
         "front_doors": status["front_doors"] if status else [],
         "patches": {n: {"state": p["state"], "reason": p["reason"]} for n, p in status["patches"].items()}
-        if status else {},
+        if status
+        else {},
         "error": error,
         "doors": {
             "pth_hook_installed": hook.status()["installed"],
             "sitecustomize_on_pythonpath": _mmfix_sitecustomize_on(pythonpath),
             "inside_mmfix_run": BOOTSTRAP_DIR in pythonpath,
-            "pythonstartup_interactive_only": bool(startup) and os.path.abspath(startup or "") == os.path.abspath(
-                interactive_startup.__file__),
+            "pythonstartup_interactive_only": bool(startup)
+            and os.path.abspath(startup or "") == os.path.abspath(interactive_startup.__file__),
         },
     }
 
@@ -203,20 +246,28 @@ def new_python(env: dict[str, str] | None = None) -> dict[str, Any]:
 def format_new_python(info: dict[str, Any]) -> list[str]:
     doors = info["doors"]
     if info["active"]:
-        head = f"mmfix is active for `python` started from this shell ({info['python']}), through: " \
-               f"{', '.join(info['front_doors'])}"
+        head = (
+            f"mmfix is active for `python` started from this shell ({info['python']}), through: "
+            f"{', '.join(info['front_doors'])}"
+        )
     elif info["disabled"]:
-        head = f"mmfix is installed but switched off (MMFIX_DISABLE) for `python` started from this shell " \
-               f"({info['python']})"
+        head = (
+            f"mmfix is installed but switched off (MMFIX_DISABLE) for `python` started from this shell "
+            f"({info['python']})"
+        )
     else:
-        head = (f"mmfix is NOT active for `python train.py` started from this shell ({info['python']}). Turn it on "
-                "with `import mmfix` as the first line of the script, `mmfix-run python train.py …`, or "
-                "`mmfix hook install`")
+        head = (
+            f"mmfix is NOT active for `python train.py` started from this shell ({info['python']}). Turn it on "
+            "with `import mmfix` as the first line of the script, `mmfix-run python train.py …`, or "
+            "`mmfix hook install`"
+        )
     lines = [head + ("" if info["error"] is None else f" (that Python reported: {info['error']})")]
     lines.append(f"  .pth hook installed in this environment: {'yes' if doors['pth_hook_installed'] else 'no'}")
     lines.append(f"  mmfix sitecustomize on PYTHONPATH: {'yes' if doors['sitecustomize_on_pythonpath'] else 'no'}")
     lines.append(f"  inside mmfix-run: {'yes' if doors['inside_mmfix_run'] else 'no'}")
     if doors["pythonstartup_interactive_only"]:
-        lines.append("  PYTHONSTARTUP is mmfix's startup file: it applies to interactive `python` sessions only, "
-                     "never to `python train.py`")
+        lines.append(
+            "  PYTHONSTARTUP is mmfix's startup file: it applies to interactive `python` sessions only, "
+            "never to `python train.py`"
+        )
     return lines

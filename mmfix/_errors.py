@@ -9,6 +9,7 @@ Every class says it lives in ``mmfix`` (where users import it from), so a traceb
 and torchrun's summary print ``mmfix.CheckpointCorruptError``, and pickling finds it
 through ``mmfix.__getattr__``.
 """
+
 from __future__ import annotations
 
 import pickle
@@ -83,16 +84,26 @@ class ConfigConversionError(MmfixUsageError):
 
     def __init__(self, key: str, value: object, offers: str, source: str | None = None) -> None:
         where = f" in {source}" if source else ""
-        message = (f"mmfix: cannot convert the MMDetection 2.x config{where}: `{key}` = {value!r} has no "
-                   f"MMDetection 3.x equivalent. {offers}")
+        message = (
+            f"mmfix: cannot convert the MMDetection 2.x config{where}: `{key}` = {value!r} has no "
+            f"MMDetection 3.x equivalent. {offers}"
+        )
         super().__init__(message)
         self.key = key
         self.value = value
         self.offers = offers
 
 
-PUBLIC = (MmfixUsageError, ConfigConversionError, CheckpointError, CheckpointCorruptError, CheckpointRefusedError,
-          DeviceAssignmentError, UnusedParametersError, CheckpointSaveError)
+PUBLIC = (
+    MmfixUsageError,
+    ConfigConversionError,
+    CheckpointError,
+    CheckpointCorruptError,
+    CheckpointRefusedError,
+    DeviceAssignmentError,
+    UnusedParametersError,
+    CheckpointSaveError,
+)
 for _cls in PUBLIC:
     _cls.__module__ = "mmfix"
 del _cls

@@ -13,6 +13,7 @@ tracebacks.
 Installed by activation (``sys.excepthook``, chained to the previous hook), so it
 costs nothing until a program ends with an uncaught exception.
 """
+
 from __future__ import annotations
 
 import os

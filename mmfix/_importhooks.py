@@ -14,6 +14,7 @@ runs once; reloads are not tracked. Unlike wrapt, an exception raised by a hook
 never propagates into the import: callers pass hooks that already guard
 themselves, and this module guards once more as a last line.
 """
+
 from __future__ import annotations
 
 import _thread

@@ -4,6 +4,7 @@ Python runs it only for interactive sessions (the ``python`` prompt; IPython and
 Jupyter read it too when configured to), never for ``python script.py``: use
 ``mmfix-run``, the ``.pth`` hook or sitecustomize for scripts.
 """
+
 try:
     from mmfix._startup import from_interactive as _mmfix_from_interactive
 

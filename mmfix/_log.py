@@ -5,6 +5,7 @@ too, so it lands in the training log. ``logging`` and MMEngine are never
 imported here: only a logger MMEngine has already loaded is used, so a message
 never drags MMEngine into a process that did not ask for it.
 """
+
 from __future__ import annotations
 
 import _thread

@@ -5,6 +5,7 @@ training log mmfix's lines read like the lines around them, and the same line
 goes to stderr and into MMEngine's log file. Only ``time`` is imported (a builtin
 module): settings problems are reported with it at interpreter start.
 """
+
 from __future__ import annotations
 
 import time

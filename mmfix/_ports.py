@@ -1,4 +1,5 @@
 """Is a TCP port free on this machine (the check torchrun's master would fail)."""
+
 from __future__ import annotations
 
 import socket

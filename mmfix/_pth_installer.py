@@ -4,6 +4,7 @@
 (PEP 829) is written too, and its presence makes Python skip the ``.pth``'s
 import line, so each interpreter runs exactly one of them.
 """
+
 from __future__ import annotations
 
 import os

@@ -7,6 +7,7 @@ Every function reads ``env`` (this process's environment by default), so the
 pure legacy-command translator asks the same questions of the environment it
 was given.
 """
+
 from __future__ import annotations
 
 import os

@@ -5,6 +5,7 @@ Like ``ddtrace-run``: our bootstrap ``sitecustomize`` goes first on PYTHONPATH
 through ``exec``. Exit status, signals and the process id are therefore the
 command's own, with nothing in between to forward or lose them.
 """
+
 from __future__ import annotations
 
 import os

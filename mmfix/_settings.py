@@ -12,6 +12,7 @@ process: only rank 0 (or a process with no rank) reports, and a process that
 reported marks its environment (MMFIX_SETTINGS_REPORTED) so that the processes
 it starts (torchrun, its workers, a launched job) do not repeat it.
 """
+
 from __future__ import annotations
 
 import os
@@ -41,17 +42,38 @@ DOCUMENTED = {
     "MMFIX_LOG_LEVEL": ("INFO", "DEBUG, INFO, WARNING or ERROR."),
     "MMFIX_CPU_MAP": ("1", "0 restores stock map_location (storages go back to the device they were saved on)."),
     "MMFIX_TRUSTED_GLOBALS": ("", "Comma-separated `module.Name` globals you trust checkpoints to use."),
-    "MMFIX_HOLD_WEIGHTS_ONLY": ("mmengine", "Which explicit `weights_only=False` callers are held to the safe loader: mmengine, all, off."),
+    "MMFIX_HOLD_WEIGHTS_ONLY": (
+        "mmengine",
+        "Which explicit `weights_only=False` callers are held to the safe loader: mmengine, all, off.",
+    ),
     "MMFIX_MMAP": ("auto", "auto: a node's ranks share one sealed copy; 1: map the file itself; 0: plain reads."),
-    "MMFIX_SHARED_LOAD_WAIT": ("300", "Seconds a rank waits for the node's reading rank, which offers its copy as long."),
-    "MMFIX_FIND_UNUSED_PARAMETERS": ("0", "1 turns DDP's find_unused_parameters on automatically (with a notice of its cost)."),
+    "MMFIX_SHARED_LOAD_WAIT": (
+        "300",
+        "Seconds a rank waits for the node's reading rank, which offers its copy as long.",
+    ),
+    "MMFIX_FIND_UNUSED_PARAMETERS": (
+        "0",
+        "1 turns DDP's find_unused_parameters on automatically (with a notice of its cost).",
+    ),
     "MMFIX_MEMORY_REPORT": ("0", "1 prints every rank's peak memory at the end of a run, flagging outliers."),
-    "MMFIX_LEGACY_ANY_PARSER": ("0", "1 translates 2.x flags for scripts whose parser is not shaped like an OpenMMLab tool too."),
-    "MMFIX_ALLOW_CPU_OVERSUBSCRIBE": ("0", "1 lets `--gpus N` on a host without CUDA start more CPU workers than this process has cores."),
+    "MMFIX_LEGACY_ANY_PARSER": (
+        "0",
+        "1 translates 2.x flags for scripts whose parser is not shaped like an OpenMMLab tool too.",
+    ),
+    "MMFIX_ALLOW_CPU_OVERSUBSCRIBE": (
+        "0",
+        "1 lets `--gpus N` on a host without CUDA start more CPU workers than this process has cores.",
+    ),
     "MMFIX_LAUNCHED": ("", "Set by mmfix in the processes it launched (a loop guard); not for users."),
-    "MMFIX_TRANSLATE_ONLY": ("", "Set by `mmfix translate` to print the translation instead of running; not for users."),
+    "MMFIX_TRANSLATE_ONLY": (
+        "",
+        "Set by `mmfix translate` to print the translation instead of running; not for users.",
+    ),
     "MMFIX_FRONT_DOOR": ("", "Set by `mmfix-run` for its children; not for users."),
-    "MMFIX_SETTINGS_REPORTED": ("", "Set by mmfix once it has reported a bad MMFIX_* value, so child processes do not repeat it; not for users."),
+    "MMFIX_SETTINGS_REPORTED": (
+        "",
+        "Set by mmfix once it has reported a bad MMFIX_* value, so child processes do not repeat it; not for users.",
+    ),
 }
 
 

@@ -4,6 +4,7 @@ Each function activates mmfix (idempotently, see ``_activation``) and records
 which door did it, so ``mmfix.status()`` and ``mmfix doctor`` can say.
 Nothing here may raise: it runs while the interpreter starts.
 """
+
 from __future__ import annotations
 
 import os

@@ -19,6 +19,7 @@ wherever the caller put it (by position or by name).
 
 wrapt is imported inside these functions on purpose: see ``_importhooks``.
 """
+
 from __future__ import annotations
 
 import sys
@@ -221,8 +222,9 @@ def argument(args: tuple[Any, ...], kwargs: dict[str, Any], position: int, name:
     return kwargs.get(name, default)
 
 
-def with_argument(args: tuple[Any, ...], kwargs: dict[str, Any], position: int, name: str,
-                  value: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+def with_argument(
+    args: tuple[Any, ...], kwargs: dict[str, Any], position: int, name: str, value: Any
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """``args, kwargs`` with that argument set to ``value``, where the caller put it (by name if absent)."""
     if len(args) > position:
         return args[:position] + (value,) + args[position + 1 :], kwargs

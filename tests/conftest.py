@@ -22,8 +22,20 @@ CONFIG = EXAMPLES / "configs" / "toy_det.py"
 
 def clean_env(**overrides: str | None) -> dict[str, str]:
     """The test process's environment without any MMFIX_* or launcher variables."""
-    drop = ("MMFIX_", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_", "TORCHELASTIC",
-            "SLURM_", "GROUP_RANK", "ROLE_", "OMPI_", "PMI_")
+    drop = (
+        "MMFIX_",
+        "RANK",
+        "LOCAL_RANK",
+        "WORLD_SIZE",
+        "LOCAL_WORLD_SIZE",
+        "MASTER_",
+        "TORCHELASTIC",
+        "SLURM_",
+        "GROUP_RANK",
+        "ROLE_",
+        "OMPI_",
+        "PMI_",
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
     env["PYTHONUNBUFFERED"] = "1"
     env.pop("PYTHONSTARTUP", None)
@@ -35,19 +47,31 @@ def clean_env(**overrides: str | None) -> dict[str, str]:
     return env
 
 
-def run(args: list[str], *, env: dict[str, str] | None = None, cwd: str | Path | None = None,
-        timeout: float = 300, check: bool = False) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(args, env=env if env is not None else clean_env(), cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout)
+def run(
+    args: list[str],
+    *,
+    env: dict[str, str] | None = None,
+    cwd: str | Path | None = None,
+    timeout: float = 300,
+    check: bool = False,
+) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        args, env=env if env is not None else clean_env(), cwd=cwd, capture_output=True, text=True, timeout=timeout
+    )
     if check and proc.returncode != 0:
         raise AssertionError(f"{args} exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
     return proc
 
 
-def run_python(code: str, *flags: str, env: dict[str, str] | None = None, cwd: str | Path | None = None,
-               check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return run([sys.executable, *flags, "-c", textwrap.dedent(code)], env=env, cwd=cwd, check=check,
-               timeout=timeout)
+def run_python(
+    code: str,
+    *flags: str,
+    env: dict[str, str] | None = None,
+    cwd: str | Path | None = None,
+    check: bool = True,
+    timeout: float = 300,
+) -> subprocess.CompletedProcess[str]:
+    return run([sys.executable, *flags, "-c", textwrap.dedent(code)], env=env, cwd=cwd, check=check, timeout=timeout)
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ anything acted: an audit hook records process, exec/compile, dlopen,
 socket and file-writing events, and the HistoryBuffer class registry is compared
 before and after. One JSON line per file: {"file", "status", "results"}.
 """
+
 from __future__ import annotations
 
 import encodings.cp437
@@ -25,9 +26,26 @@ MODE = sys.argv[1]
 FILES = sys.argv[2:]
 LIMIT_AS = 4 << 30
 TIMEOUT_S = 30
-ACT_EVENTS = ("os.system", "subprocess.Popen", "os.exec", "os.spawn", "os.posix_spawn", "os.fork", "os.forkpty",
-              "exec", "compile", "ctypes.dlopen", "ctypes.dlsym", "socket.connect", "socket.bind", "os.remove",
-              "os.rename", "shutil.rmtree", "webbrowser.open", "pty.spawn")
+ACT_EVENTS = (
+    "os.system",
+    "subprocess.Popen",
+    "os.exec",
+    "os.spawn",
+    "os.posix_spawn",
+    "os.fork",
+    "os.forkpty",
+    "exec",
+    "compile",
+    "ctypes.dlopen",
+    "ctypes.dlsym",
+    "socket.connect",
+    "socket.bind",
+    "os.remove",
+    "os.rename",
+    "shutil.rmtree",
+    "webbrowser.open",
+    "pty.spawn",
+)
 
 if MODE == "stock":
     os.environ["MMFIX_DISABLE"] = "1"
@@ -98,8 +116,9 @@ def child(path: str, loader: str, out_fd: int) -> None:
     def audit(event: str, args: tuple) -> None:
         if not watching[0]:
             return
-        if event in ACT_EVENTS or (event == "open" and len(args) > 1 and isinstance(args[1], str)
-                                   and any(c in args[1] for c in "wax+")):
+        if event in ACT_EVENTS or (
+            event == "open" and len(args) > 1 and isinstance(args[1], str) and any(c in args[1] for c in "wax+")
+        ):
             acted.append(f"{event} {str(args)[:120]}")
 
     sys.addaudithook(audit)
@@ -136,7 +155,9 @@ def in_fork(path: str, loader: str) -> dict:
     _, status = os.waitpid(pid, 0)
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
-        return {"status": f"{loader}: " + ("hang" if sig == signal.SIGALRM else f"killed by {signal.Signals(sig).name}")}
+        return {
+            "status": f"{loader}: " + ("hang" if sig == signal.SIGALRM else f"killed by {signal.Signals(sig).name}")
+        }
     data = json.loads(b"".join(chunks) or b"{}")
     return {"status": "ok", **data} if data else {"status": f"{loader}: exit {os.WEXITSTATUS(status)}"}
 

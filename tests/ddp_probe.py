@@ -1,4 +1,5 @@
 """A hook the distributed tests load through `custom_imports`, to see inside each rank."""
+
 from __future__ import annotations
 
 import os
@@ -83,8 +84,10 @@ class RankProbeHook(Hook):
     def after_run(self, runner) -> None:
         model = runner.model.module if hasattr(runner.model, "module") else runner.model
         state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
-        torch.save({"world_size": get_world_size(), "steps": self.steps, "state": state, "backing": self.backing},
-                   os.path.join(runner.work_dir, f"probe_rank{get_rank()}.pth"))
+        torch.save(
+            {"world_size": get_world_size(), "steps": self.steps, "state": state, "backing": self.backing},
+            os.path.join(runner.work_dir, f"probe_rank{get_rank()}.pth"),
+        )
 
 
 def _disturb_file(path: str, kind: str) -> None:

@@ -3,6 +3,7 @@
 Started by tests/integration/test_fuzz_checkpoints.py in its own process, so that a crash
 of the interpreter shows as a signal in the parent instead of killing the test run.
 """
+
 from __future__ import annotations
 
 import io
@@ -15,8 +16,17 @@ import time
 import zipfile
 from pathlib import Path
 
-EXEC_EVENTS = ("os.system", "subprocess.Popen", "os.exec", "os.spawn", "os.posix_spawn", "os.fork",
-               "exec", "compile", "ctypes.dlopen")
+EXEC_EVENTS = (
+    "os.system",
+    "subprocess.Popen",
+    "os.exec",
+    "os.spawn",
+    "os.posix_spawn",
+    "os.fork",
+    "exec",
+    "compile",
+    "ctypes.dlopen",
+)
 executed: list[str] = []
 
 
@@ -55,8 +65,30 @@ def rebuild_zip(data: bytes, rng: random.Random, donor: bytes) -> bytes:
 
 
 INTERESTING_INTS = (-1, 0, 1, 2, 3, 4, 7, 8, 16, 63, 255, 1 << 16, 1 << 30, (1 << 31) - 1, -(1 << 31))
-INTERESTING_STRS = ("O8", "V8", "M8", "f8", "f4", "i8", "U3", "S0", "U0", "b1", "|", "<", ">", "=", "",
-                    "statistics_methods", "mean", "max", "min", "__init__", "__globals__", "latin1")
+INTERESTING_STRS = (
+    "O8",
+    "V8",
+    "M8",
+    "f8",
+    "f4",
+    "i8",
+    "U3",
+    "S0",
+    "U0",
+    "b1",
+    "|",
+    "<",
+    ">",
+    "=",
+    "",
+    "statistics_methods",
+    "mean",
+    "max",
+    "min",
+    "__init__",
+    "__globals__",
+    "latin1",
+)
 
 
 def _ops(pkl: bytes) -> list[tuple[str, object, int, int]]:
@@ -87,13 +119,20 @@ def mutate_pickle(data: bytes, rng: random.Random, memo: bool) -> bytes:
         targets = [o for o in ops if o[0] in ("BINPUT", "BINGET", "LONG_BINPUT", "LONG_BINGET")]
     else:
         near = [o[2] for o in ops if o[0] == "GLOBAL" and str(o[1]).startswith(("numpy", "mmengine"))]
-        targets = [o for o in ops if o[0] in ("BININT", "BININT1", "BININT2", "BINUNICODE", "NEWTRUE", "NEWFALSE",
-                                               "NONE") and any(0 < o[2] - p < 400 for p in near)]
+        targets = [
+            o
+            for o in ops
+            if o[0] in ("BININT", "BININT1", "BININT2", "BINUNICODE", "NEWTRUE", "NEWFALSE", "NONE")
+            and any(0 < o[2] - p < 400 for p in near)
+        ]
     for _ in range(rng.randint(1, 3)):
         _op_name, _arg, start, end = rng.choice(targets)
         if memo:
-            new = (b"j" + struct.pack("<I", rng.choice((0, 1, 5, 255, 256, 1 << 20, 0xFFFFFFF0)))
-                   if rng.random() < 0.5 else rng.choice((b"q", b"h")) + bytes([rng.randrange(256)]))
+            new = (
+                b"j" + struct.pack("<I", rng.choice((0, 1, 5, 255, 256, 1 << 20, 0xFFFFFFF0)))
+                if rng.random() < 0.5
+                else rng.choice((b"q", b"h")) + bytes([rng.randrange(256)])
+            )
         elif rng.random() < 0.5:
             new = b"J" + struct.pack("<i", rng.choice(INTERESTING_INTS))
         else:
@@ -130,7 +169,7 @@ def mutate_zip_directory(data: bytes, rng: random.Random) -> bytes:
             other = rng.choice(starts)
             n1, n2 = struct.unpack_from("<H", buf, at + 28)[0], struct.unpack_from("<H", buf, other + 28)[0]
             if n1 == n2:
-                buf[at + 46:at + 46 + n1] = buf[other + 46:other + 46 + n2]
+                buf[at + 46 : at + 46 + n1] = buf[other + 46 : other + 46 + n2]
         elif choice == 4 and eocd >= 0:  # entry counts
             n = rng.choice((0, 1, 0xFFFF, rng.randrange(1, 40)))
             struct.pack_into("<HH", buf, eocd + 8, n, n)
@@ -158,12 +197,14 @@ def mutate(data: bytes, rng: random.Random, donor: bytes) -> tuple[str, bytes]:
     if kind == 2:
         start = rng.randrange(len(buf))
         length = rng.randint(1, 64)
-        buf[start:start + length] = bytes(rng.randrange(256) for _ in range(length))
+        buf[start : start + length] = bytes(rng.randrange(256) for _ in range(length))
         return "overwrite", bytes(buf)
     if kind == 3:
         return "splice", rebuild_zip(data, rng, donor)
     start = rng.randrange(len(buf))
-    return "insert", bytes(buf[:start]) + bytes(rng.randrange(256) for _ in range(rng.randint(1, 32))) + bytes(buf[start:])
+    return "insert", bytes(buf[:start]) + bytes(rng.randrange(256) for _ in range(rng.randint(1, 32))) + bytes(
+        buf[start:]
+    )
 
 
 def main() -> None:
@@ -214,8 +255,12 @@ def main() -> None:
             slowest = max(slowest, time.perf_counter() - start)
             outcomes[outcome] = outcomes.get(outcome, 0) + 1
             kinds[kind] = kinds.get(kind, 0) + 1
-    print("FUZZ " + json.dumps({"outcomes": outcomes, "kinds": kinds, "bad": bad[:20], "executed": executed,
-                                "slowest_s": slowest}))
+    print(
+        "FUZZ "
+        + json.dumps(
+            {"outcomes": outcomes, "kinds": kinds, "bad": bad[:20], "executed": executed, "slowest_s": slowest}
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 It trains nothing: it prints what it parsed, so tests can see what reached it.
 """
+
 import argparse
 import json
 import os
@@ -24,5 +25,10 @@ def parse_args():
 
 if __name__ == '__main__':
     args = parse_args()
-    print("RESULT " + json.dumps({"args": vars(args), "LOCAL_RANK": os.environ.get("LOCAL_RANK"),
-                                  "WORLD_SIZE": os.environ.get("WORLD_SIZE")}), flush=True)
+    print(
+        "RESULT "
+        + json.dumps(
+            {"args": vars(args), "LOCAL_RANK": os.environ.get("LOCAL_RANK"), "WORLD_SIZE": os.environ.get("WORLD_SIZE")}
+        ),
+        flush=True,
+    )

@@ -3,6 +3,7 @@
 MMDetection 3.3.0 (with mmcv's compiled ops) is a test requirement. Locally a missing
 install skips these tests; CI sets REQUIRE_MMDET=1, so there they fail instead.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,10 @@ def require_mmdet() -> Path:
         import mmdet
     except ImportError as exc:
         if os.environ.get("REQUIRE_MMDET") == "1":
-            raise RuntimeError(f"REQUIRE_MMDET=1 but MMDetection 3.x with mmcv ops is not importable: {exc}. "
-                               "Install it as .ci/run does (mmcv==2.1.0, mmdet==3.3.0).") from exc
+            raise RuntimeError(
+                f"REQUIRE_MMDET=1 but MMDetection 3.x with mmcv ops is not importable: {exc}. "
+                "Install it as .ci/run does (mmcv==2.1.0, mmdet==3.3.0)."
+            ) from exc
         pytest.skip(f"MMDetection 3.x with mmcv ops not installed ({exc})")
     return Path(mmdet.__file__).parent
 
@@ -41,13 +44,15 @@ def write_coco(root: Path, n_train: int = 8, n_val: int = 4) -> Path:
             img = np.full((64, 64, 3), 30, np.uint8)
             x, y = (int(v) for v in rng.integers(4, 30, 2))
             w, h = (int(v) for v in rng.integers(12, 28, 2))
-            img[y:y + h, x:x + w] = (200, 60, 60)
+            img[y : y + h, x : x + w] = (200, 60, 60)
             cv2.imwrite(str(root / split / f"{i}.jpg"), img)
             images.append({"id": i + 1, "file_name": f"{i}.jpg", "width": 64, "height": 64})
-            anns.append({"id": i + 1, "image_id": i + 1, "category_id": 1, "bbox": [x, y, w, h], "area": w * h,
-                         "iscrowd": 0})
-        (root / f"{split}.json").write_text(json.dumps(
-            {"images": images, "annotations": anns, "categories": [{"id": 1, "name": "box"}]}))
+            anns.append(
+                {"id": i + 1, "image_id": i + 1, "category_id": 1, "bbox": [x, y, w, h], "area": w * h, "iscrowd": 0}
+            )
+        (root / f"{split}.json").write_text(
+            json.dumps({"images": images, "annotations": anns, "categories": [{"id": 1, "name": "box"}]})
+        )
     return root
 
 

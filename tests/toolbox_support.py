@@ -4,6 +4,7 @@ The toolboxes (MMSegmentation 1.2.2, MMPretrain 1.2.0, MMPose 1.3.2, MMDetection
 are test requirements (requirements/toolboxes.txt, installed --no-deps). Locally a missing
 install skips these tests; CI sets REQUIRE_TOOLBOXES=1, so there they fail instead.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -27,8 +28,9 @@ class Toolbox:
 
 
 TOOLBOXES = {
-    "mmseg": Toolbox("mmseg", "mmseg", "seg", "dict(type='IoUMetric', iou_metrics=['mIoU'])", "mmseg",
-                     "SegLocalVisualizer"),  # as MMSegmentation's configs: it has the alpha --opacity sets
+    "mmseg": Toolbox(
+        "mmseg", "mmseg", "seg", "dict(type='IoUMetric', iou_metrics=['mIoU'])", "mmseg", "SegLocalVisualizer"
+    ),  # as MMSegmentation's configs: it has the alpha --opacity sets
     "mmpretrain": Toolbox("mmpretrain", "mmpretrain", "cls", "dict(type='Accuracy', topk=(1,))", None),
     "mmpose": Toolbox("mmpose", "mmpose", "pose", "dict(type='EPE')", None),
     # MMDetection3D's metrics need real point-cloud data sets (KITTI, nuScenes …): its tools run
@@ -42,8 +44,10 @@ def tools_dir(package: str) -> Path:
     spec = importlib.util.find_spec(package)
     if spec is None or spec.origin is None:
         if os.environ.get("REQUIRE_TOOLBOXES") == "1":
-            raise RuntimeError(f"REQUIRE_TOOLBOXES=1 but {package} is not installed. Install "
-                               "requirements/toolboxes.txt as .ci/run does.")
+            raise RuntimeError(
+                f"REQUIRE_TOOLBOXES=1 but {package} is not installed. Install "
+                "requirements/toolboxes.txt as .ci/run does."
+            )
         pytest.skip(f"{package} not installed (requirements/toolboxes.txt)")
     return Path(spec.origin).parent / ".mim" / "tools"
 
@@ -80,5 +84,7 @@ custom_hooks = [dict(type='RankProbeHook')]
 
 def toolbox_env() -> dict[str, str]:
     """PYTHONPATH for the toy modules; MMPretrain's and MMPose's metrics in the root registry."""
-    return {"PYTHONPATH": os.pathsep.join([str(REPO / "tests"), str(REPO / "examples")]),
-            "TOY_ROOT_METRICS": "mmpretrain,mmpose"}
+    return {
+        "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), str(REPO / "examples")]),
+        "TOY_ROOT_METRICS": "mmpretrain,mmpose",
+    }

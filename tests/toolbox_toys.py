@@ -5,6 +5,7 @@ linear layer; ``task`` decides what its predictions look like, so that the toolb
 own evaluator (MMSegmentation's IoUMetric, MMPretrain's Accuracy, MMPose's EPE) reads
 them exactly as it reads a real model's.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -58,14 +59,20 @@ class ToolboxToyModel(BaseModel):
 
     def _sample(self, pred: torch.Tensor, target: torch.Tensor) -> dict:
         if self.task == "seg":
-            return {"pred_sem_seg": {"data": pred.view(2, 4, 4).argmax(0, keepdim=True)},
-                        "gt_sem_seg": {"data": target.view(2, 4, 4).argmax(0, keepdim=True)}}
+            return {
+                "pred_sem_seg": {"data": pred.view(2, 4, 4).argmax(0, keepdim=True)},
+                "gt_sem_seg": {"data": target.view(2, 4, 4).argmax(0, keepdim=True)},
+            }
         if self.task == "cls":
             return {"pred_score": pred.softmax(0), "gt_label": target.argmax().view(1)}
         if self.task == "pose":
-            return {"pred_instances": {"keypoints": pred.view(1, 2, 2).numpy()},
-                        "gt_instances": {"keypoints": target.view(1, 2, 2).numpy(),
-                                          "keypoints_visible": np.ones((1, 2), np.float32)}}
+            return {
+                "pred_instances": {"keypoints": pred.view(1, 2, 2).numpy()},
+                "gt_instances": {
+                    "keypoints": target.view(1, 2, 2).numpy(),
+                    "keypoints_visible": np.ones((1, 2), np.float32),
+                },
+            }
         return {"pred": pred, "gt": target}
 
 

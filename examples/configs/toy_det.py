@@ -37,8 +37,9 @@ default_hooks = dict(
     sampler_seed=dict(type="DistSamplerSeedHook"),
 )
 # As in MMDetection's default_runtime.py: nccl, which mmfix turns into gloo on CPU-only hosts.
-env_cfg = dict(cudnn_benchmark=False, mp_cfg=dict(mp_start_method="fork", opencv_num_threads=0),
-               dist_cfg=dict(backend="nccl"))
+env_cfg = dict(
+    cudnn_benchmark=False, mp_cfg=dict(mp_start_method="fork", opencv_num_threads=0), dist_cfg=dict(backend="nccl")
+)
 log_level = "INFO"
 load_from = None
 resume = False

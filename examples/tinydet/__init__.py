@@ -3,6 +3,7 @@
 It stands in for mmdet: a model, a dataset and a metric, each registered in
 MMEngine's root registries exactly as a real OpenMMLab package registers its own.
 """
+
 from .dataset import ToyBoxDataset
 from .metric import ToyBoxMetric
 from .model import ToyDetector

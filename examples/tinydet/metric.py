@@ -16,8 +16,14 @@ class ToyBoxMetric(BaseMetric):
 
     default_prefix = "toy"
 
-    def __init__(self, metric: str | Sequence[str] = ("mse", "acc"), tol: float = 1.0,
-                 format_only: bool = False, outfile_prefix: str | None = None, **kwargs) -> None:
+    def __init__(
+        self,
+        metric: str | Sequence[str] = ("mse", "acc"),
+        tol: float = 1.0,
+        format_only: bool = False,
+        outfile_prefix: str | None = None,
+        **kwargs,
+    ) -> None:
         super().__init__(**kwargs)
         self.metrics = [metric] if isinstance(metric, str) else list(metric)
         unknown = set(self.metrics) - {"mse", "acc"}

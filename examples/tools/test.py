@@ -14,26 +14,19 @@ sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # examples/
 
 
 def parse_args():
-    parser = argparse.ArgumentParser(
-        description='MMDet test (and eval) a model')
+    parser = argparse.ArgumentParser(description='MMDet test (and eval) a model')
     parser.add_argument('config', help='test config file path')
     parser.add_argument('checkpoint', help='checkpoint file')
-    parser.add_argument(
-        '--work-dir',
-        help='the directory to save the file containing evaluation metrics')
-    parser.add_argument(
-        '--out',
-        type=str,
-        help='dump predictions to a pickle file for offline evaluation')
-    parser.add_argument(
-        '--show', action='store_true', help='show prediction results')
+    parser.add_argument('--work-dir', help='the directory to save the file containing evaluation metrics')
+    parser.add_argument('--out', type=str, help='dump predictions to a pickle file for offline evaluation')
+    parser.add_argument('--show', action='store_true', help='show prediction results')
     parser.add_argument(
         '--show-dir',
         help='directory where painted images will be saved. '
         'If specified, it will be automatically saved '
-        'to the work_dir/timestamp/show_dir')
-    parser.add_argument(
-        '--wait-time', type=float, default=2, help='the interval of show (s)')
+        'to the work_dir/timestamp/show_dir',
+    )
+    parser.add_argument('--wait-time', type=float, default=2, help='the interval of show (s)')
     parser.add_argument(
         '--cfg-options',
         nargs='+',
@@ -43,12 +36,9 @@ def parse_args():
         'be overwritten is a list, it should be like key="[a,b]" or key=a,b '
         'It also allows nested list/tuple values, e.g. key="[(a,b),(c,d)]" '
         'Note that the quotation marks are necessary and that no white space '
-        'is allowed.')
-    parser.add_argument(
-        '--launcher',
-        choices=['none', 'pytorch', 'slurm', 'mpi'],
-        default='none',
-        help='job launcher')
+        'is allowed.',
+    )
+    parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'], default='none', help='job launcher')
     parser.add_argument('--tta', action='store_true')
     # When using PyTorch version >= 2.0.0, the `torch.distributed.launch`
     # will pass the `--local-rank` parameter to `tools/train.py` instead
@@ -75,8 +65,7 @@ def main():
         cfg.work_dir = args.work_dir
     elif cfg.get('work_dir', None) is None:
         # use config filename as default work_dir if cfg.work_dir is None
-        cfg.work_dir = osp.join('./work_dirs',
-                                osp.splitext(osp.basename(args.config))[0])
+        cfg.work_dir = osp.join('./work_dirs', osp.splitext(osp.basename(args.config))[0])
 
     cfg.load_from = args.checkpoint
 
@@ -94,10 +83,8 @@ def main():
 
     # add `DumpResults` dummy metric
     if args.out is not None:
-        assert args.out.endswith(('.pkl', '.pickle')), \
-            'The dump file must be a pkl file.'
-        runner.test_evaluator.metrics.append(
-            DumpResults(out_file_path=args.out))
+        assert args.out.endswith(('.pkl', '.pickle')), 'The dump file must be a pkl file.'
+        runner.test_evaluator.metrics.append(DumpResults(out_file_path=args.out))
 
     # start testing
     runner.test()

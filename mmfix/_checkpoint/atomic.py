@@ -6,6 +6,7 @@ A write that fails (disk full, quota, permissions) removes its temporary file
 and raises one ``CheckpointSaveError`` saying which file, how many bytes it
 needed and how many were free.
 """
+
 from __future__ import annotations
 
 import errno
@@ -84,8 +85,11 @@ def _save_error(path: str, needed: int, exc: OSError) -> CheckpointSaveError:
     free = free_bytes(folder)
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         what = "the disk is full" if exc.errno == errno.ENOSPC else "the disk quota is exhausted"
-        detail = f"it needs {needed:,} bytes and {free:,} bytes are free in {folder}" if free is not None \
+        detail = (
+            f"it needs {needed:,} bytes and {free:,} bytes are free in {folder}"
+            if free is not None
             else f"it needs {needed:,} bytes"
+        )
         fix = "Free space (or raise the quota), or point --work-dir at a larger disk, then resume with --resume."
     elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         what = "writing there is not permitted" if exc.errno != errno.EROFS else "the filesystem is read-only"
@@ -95,8 +99,10 @@ def _save_error(path: str, needed: int, exc: OSError) -> CheckpointSaveError:
         what = exc.strerror or type(exc).__name__
         detail = f"({needed:,} bytes to write; {free:,} bytes free)" if free is not None else ""
         fix = "Then resume with --resume."
-    message = (f"could not save {path}: {what}; {detail}. Nothing was written under that name and the previous "
-               f"checkpoints are untouched. {fix}")
+    message = (
+        f"could not save {path}: {what}; {detail}. Nothing was written under that name and the previous "
+        f"checkpoints are untouched. {fix}"
+    )
     error = CheckpointSaveError(exc.errno or 0, message, path)
     error.needed = needed  # type: ignore[attr-defined]
     error.free = free  # type: ignore[attr-defined]
@@ -225,6 +231,7 @@ def _replace_atomically(path: str, write: Callable[[_StreamingFile], None], need
 
 def write_bytes(path: str, data: bytes | memoryview) -> None:
     """Atomically replace ``path`` with ``data``."""
+
     def write(fh: _StreamingFile) -> None:
         fh.write(data)
 

@@ -3,6 +3,7 @@
 Used after a load has already failed (so its cost never lands on a good load),
 by auto-resume to skip an unreadable newest checkpoint, and by ``mmfix inspect``.
 """
+
 from __future__ import annotations
 
 from typing import Any

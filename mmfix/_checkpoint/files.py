@@ -3,6 +3,7 @@
 Used after a load has already failed (so its cost never lands on a good load)
 and by ``mmfix inspect``.
 """
+
 from __future__ import annotations
 
 import io
@@ -75,7 +76,7 @@ def _eocd_problem(source: Any) -> str | None:
     at = tail.rfind(b"PK\x05\x06")
     if at < 0 or len(tail) - at < 22:
         return None  # zipfile reports a missing directory itself
-    disk, cd_disk, entries_here, entries_total = struct.unpack("<HHHH", tail[at + 4:at + 12])
+    disk, cd_disk, entries_here, entries_total = struct.unpack("<HHHH", tail[at + 4 : at + 12])
     if disk != 0 or cd_disk != 0 or (entries_here != entries_total and entries_total != 0xFFFF):
         return "its zip directory record is damaged (it claims the archive spans several disks)"
     return None
@@ -133,7 +134,9 @@ def _directory_problem(archive: zipfile.ZipFile, source: Any) -> str | None:
             raw.seek(info.header_offset)
             header = raw.read(30)
             if len(header) < 30 or header[:4] != b"PK\x03\x04":
-                return f"the record {info.filename!r} has no local header where the directory says (the file is damaged)"
+                return (
+                    f"the record {info.filename!r} has no local header where the directory says (the file is damaged)"
+                )
             name_len, extra_len = struct.unpack("<HH", header[26:30])
             end = info.header_offset + 30 + name_len + extra_len + info.compress_size
             if end > size:
@@ -156,9 +159,11 @@ def _crc_problem(archive: zipfile.ZipFile, source: Any) -> str | None:
     for info in archive.infolist():
         if info.compress_type != zipfile.ZIP_STORED:
             if info.file_size > budget:
-                return (f"the compressed record {info.filename!r} claims to inflate to {info.file_size:,} bytes "
-                        f"from {info.compress_size:,}; torch.save never compresses records, and mmfix does not "
-                        "inflate that much to check it (the file is damaged or crafted)")
+                return (
+                    f"the compressed record {info.filename!r} claims to inflate to {info.file_size:,} bytes "
+                    f"from {info.compress_size:,}; torch.save never compresses records, and mmfix does not "
+                    "inflate that much to check it (the file is damaged or crafted)"
+                )
             budget -= info.file_size
         try:
             with archive.open(info) as member:

@@ -25,6 +25,7 @@ spells ``module.name``, so it can never name them.
 The validators are pure functions of plain values, shared with the static
 reader of ``mmfix inspect``.
 """
+
 from __future__ import annotations
 
 import pickle
@@ -33,8 +34,12 @@ import sys
 import threading
 from typing import Any, Callable
 
-_FIXED = {"b1": 1, **{f"{k}{n}": n for k in "iu" for n in (1, 2, 4, 8)},
-          **{f"f{n}": n for n in (2, 4, 8, 16)}, **{f"c{n}": n for n in (8, 16, 32)}}
+_FIXED = {
+    "b1": 1,
+    **{f"{k}{n}": n for k in "iu" for n in (1, 2, 4, 8)},
+    **{f"f{n}": n for n in (2, 4, 8, 16)},
+    **{f"c{n}": n for n in (8, 16, 32)},
+}
 _FLEXIBLE = re.compile(r"^([SU])([1-9][0-9]{0,8})$")
 _MAX_NDIM = 32  # numpy's limit is 64; nothing MMEngine writes comes close
 _MAX_ITEMSIZE = 1 << 20
@@ -52,8 +57,10 @@ def check_dtype_args(args: Any) -> str:
     spec, align, copy = args
     flexible = _FLEXIBLE.match(spec) if isinstance(spec, str) else None
     if not isinstance(spec, str) or (spec not in _FIXED and not flexible):
-        raise _refuse(f"dtype {_short(spec)} is not a plain numeric, bool, bytes or str dtype "
-                      "(object, structured, void and datetime dtypes are refused)")
+        raise _refuse(
+            f"dtype {_short(spec)} is not a plain numeric, bool, bytes or str dtype "
+            "(object, structured, void and datetime dtypes are refused)"
+        )
     if flexible and int(flexible.group(2)) * (4 if flexible.group(1) == "U" else 1) > _MAX_ITEMSIZE:
         raise _refuse(f"dtype {spec!r} has items larger than {_MAX_ITEMSIZE >> 20} MiB")
     if align is not False or copy is not True:
@@ -81,8 +88,9 @@ def check_dtype_state(spec: str, state: Any) -> str:
     if order not in orders:
         raise _refuse(f"dtype {spec!r} has byte order {_short(order)}")
     if (elsize, alignment, flags) != expected or not all(type(v) is int for v in (elsize, alignment, flags)):
-        raise _refuse(f"dtype {spec!r} has size/alignment/flags {_short((elsize, alignment, flags))}; "
-                      f"numpy writes {expected}")
+        raise _refuse(
+            f"dtype {spec!r} has size/alignment/flags {_short((elsize, alignment, flags))}; numpy writes {expected}"
+        )
     return str(order)
 
 
@@ -91,8 +99,11 @@ def check_array_state(state: Any, itemsize: int) -> None:
     if not (isinstance(state, tuple) and len(state) == 5 and state[0] == 1):
         raise _refuse(f"an array has state {_short(state)}; numpy writes (1, shape, dtype, fortran, bytes)")
     _, shape, _dtype, fortran, data = state
-    if not (isinstance(shape, tuple) and len(shape) <= _MAX_NDIM
-            and all(type(n) is int and 0 <= n < _MAX_DIM for n in shape)):
+    if not (
+        isinstance(shape, tuple)
+        and len(shape) <= _MAX_NDIM
+        and all(type(n) is int and 0 <= n < _MAX_DIM for n in shape)
+    ):
         raise _refuse(f"an array has shape {_short(shape)}")
     if type(fortran) is not bool:
         raise _refuse(f"an array has order flag {_short(fortran)}")
@@ -102,8 +113,10 @@ def check_array_state(state: Any, itemsize: int) -> None:
     for n in shape:
         count *= n
     if count * itemsize != len(data):
-        raise _refuse(f"an array of shape {shape} and item size {itemsize} needs {count * itemsize} bytes, "
-                      f"the file gives {len(data)}")
+        raise _refuse(
+            f"an array of shape {shape} and item size {itemsize} needs {count * itemsize} bytes, "
+            f"the file gives {len(data)}"
+        )
 
 
 class ByteCount:
@@ -119,8 +132,9 @@ class ByteCount:
 
 
 def check_reconstruct_args(args: Any, ndarray_name: Any) -> None:
-    if not (isinstance(args, tuple) and len(args) == 3 and args[0] is ndarray_name and args[1] == (0,)
-            and args[2] == b"b"):
+    if not (
+        isinstance(args, tuple) and len(args) == 3 and args[0] is ndarray_name and args[1] == (0,) and args[2] == b"b"
+    ):
         raise _refuse(f"_reconstruct called with {_short(args)}; numpy writes (numpy.ndarray, (0,), b'b')")
 
 
@@ -250,8 +264,10 @@ _STANDINS: list[tuple[Any, str]] = [(NdarrayName, "numpy.ndarray"), (standin_dty
     for spelling in ("numpy.core.multiarray", "numpy._core.multiarray")
 ]
 # BUILD needs the type of what it builds on the list; no GLOBAL can spell a dot-less name.
-_BUILDERS: list[tuple[Any, str]] = [(DtypeBuilder, "mmfix numpy dtype builder"),
-                                    (ArrayBuilder, "mmfix numpy array builder")]
+_BUILDERS: list[tuple[Any, str]] = [
+    (DtypeBuilder, "mmfix numpy dtype builder"),
+    (ArrayBuilder, "mmfix numpy array builder"),
+]
 NAMES = frozenset(name for _, name in _STANDINS)
 
 
@@ -300,7 +316,7 @@ def resolve(root: Any, mark: tuple[int, int], instance_types: Callable[[], tuple
 
 
 def discard(mark: tuple[int, int]) -> None:
-    del _load.builders[mark[1]:]
+    del _load.builders[mark[1] :]
 
 
 def _referenced(first: int) -> list[str]:
@@ -322,8 +338,9 @@ def _check_none_left(first: int) -> None:
             return
         if attempt == 0:
             gc.collect()  # garbage cycles (a replaced tuple in a cycle) are not references
-    raise _refuse(f"numpy data ({left[0]}) ended up where numpy never writes it (an object's attributes "
-                  "or an unreachable cycle)")
+    raise _refuse(
+        f"numpy data ({left[0]}) ended up where numpy never writes it (an object's attributes or an unreachable cycle)"
+    )
 
 
 def _resolve(root: Any, instance_types: tuple[type, ...]) -> Any:
@@ -390,5 +407,3 @@ def _rebuilt(obj: Any, done: dict[int, Any], instance_types: tuple[type, ...]) -
     if isinstance(obj, instance_types):
         _rebuilt(obj.__dict__, done, ())
     return obj
-
-

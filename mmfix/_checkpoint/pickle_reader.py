@@ -13,6 +13,7 @@ Besides the globals and storages, it checks statically what mmfix's stand-ins
 check at load time (numpy dtypes and arrays, getattr, HistoryBuffer statistics),
 with the same validators, so ``mmfix inspect`` gives the loader's verdict.
 """
+
 from __future__ import annotations
 
 import _compat_pickle
@@ -126,8 +127,17 @@ def read(stream: io.BytesIO, reading: Reading | None = None) -> Reading:
             raise PickleUnreadable("its pickle ends without a STOP opcode (it is truncated)")
     except PickleUnreadable:
         raise
-    except (ValueError, IndexError, KeyError, TypeError, EOFError, UnicodeDecodeError, OverflowError,
-            MemoryError, RecursionError) as exc:
+    except (
+        ValueError,
+        IndexError,
+        KeyError,
+        TypeError,
+        EOFError,
+        UnicodeDecodeError,
+        OverflowError,
+        MemoryError,
+        RecursionError,
+    ) as exc:
         raise PickleUnreadable(f"its pickle is damaged ({type(exc).__name__}: {str(exc)[:200]})") from None
     finally:
         if gc_was_enabled:
@@ -135,9 +145,29 @@ def read(stream: io.BytesIO, reading: Reading | None = None) -> Reading:
     return reading
 
 
-_PUSH_ARG = frozenset(("INT", "BININT", "BININT1", "BININT2", "LONG", "LONG1", "LONG4", "FLOAT", "BINFLOAT",
-                       "STRING", "BINSTRING", "SHORT_BINSTRING", "BINBYTES", "SHORT_BINBYTES", "BINBYTES8",
-                       "UNICODE", "BINUNICODE", "SHORT_BINUNICODE", "BINUNICODE8"))
+_PUSH_ARG = frozenset(
+    (
+        "INT",
+        "BININT",
+        "BININT1",
+        "BININT2",
+        "LONG",
+        "LONG1",
+        "LONG4",
+        "FLOAT",
+        "BINFLOAT",
+        "STRING",
+        "BINSTRING",
+        "SHORT_BINSTRING",
+        "BINBYTES",
+        "SHORT_BINBYTES",
+        "BINBYTES8",
+        "UNICODE",
+        "BINUNICODE",
+        "SHORT_BINUNICODE",
+        "BINUNICODE8",
+    )
+)
 _PUT = frozenset(("PUT", "BINPUT", "LONG_BINPUT"))
 _GET = frozenset(("GET", "BINGET", "LONG_BINGET"))
 
@@ -297,12 +327,14 @@ class _Machine:
         if isinstance(pid, tuple) and len(pid) >= 5 and pid[0] == "storage":
             _, storage_type, key, location, numel = pid[:5]
             type_name = storage_type.name if isinstance(storage_type, Global) else type(storage_type).__name__
-            self.r.storages.append({
-                "key": label(key),
-                "location": label(location),
-                "type": type_name.rsplit(".", 1)[-1],
-                "numel": numel if type(numel) is int else None,
-            })
+            self.r.storages.append(
+                {
+                    "key": label(key),
+                    "location": label(location),
+                    "type": type_name.rsplit(".", 1)[-1],
+                    "numel": numel if type(numel) is int else None,
+                }
+            )
 
     # What mmfix's stand-ins would say at load time, said without building anything.
     def _call(self, func: Any, args: Any) -> Any:
@@ -321,29 +353,41 @@ class _Machine:
                 size = int(re.sub(r"\D", "", spec))
                 return Dtype(spec, size * 4 if spec[0] == "U" else size)
             elif name in _RECONSTRUCT:
-                if not (isinstance(args, tuple) and len(args) == 3 and isinstance(args[0], Global)
-                        and args[0].name == "numpy.ndarray"):
+                if not (
+                    isinstance(args, tuple)
+                    and len(args) == 3
+                    and isinstance(args[0], Global)
+                    and args[0].name == "numpy.ndarray"
+                ):
                     raise numpy_guard._refuse("_reconstruct is not called as numpy writes it")
                 numpy_guard.check_reconstruct_args(args, args[0])
                 return Array()
             elif name == _HISTORY_BUFFER:
-                self.problem("it calls HistoryBuffer(...) with arguments; MMEngine writes it as an empty object "
-                             "plus its state")
+                self.problem(
+                    "it calls HistoryBuffer(...) with arguments; MMEngine writes it as an empty object plus its state"
+                )
             elif name in _SCALAR:
-                if not (isinstance(args, tuple) and len(args) == 2 and isinstance(args[0], Dtype)
-                        and isinstance(args[1], (bytes, numpy_guard.ByteCount))):
+                if not (
+                    isinstance(args, tuple)
+                    and len(args) == 2
+                    and isinstance(args[0], Dtype)
+                    and isinstance(args[1], (bytes, numpy_guard.ByteCount))
+                ):
                     raise numpy_guard._refuse("a numpy scalar is not written as (dtype, bytes)")
                 if len(args[1]) != args[0].itemsize:
                     raise numpy_guard._refuse(f"a {args[0].spec} scalar has {len(args[1])} bytes")
             elif name == "torch._tensor._rebuild_from_type_v2":
                 if isinstance(args, tuple) and len(args) == 4 and _holds_array(args[3]):
-                    raise numpy_guard._refuse("it puts numpy data in a tensor's attributes, where numpy never "
-                                               "writes it")
+                    raise numpy_guard._refuse(
+                        "it puts numpy data in a tensor's attributes, where numpy never writes it"
+                    )
             elif name == "builtins.bytearray":
                 requested = args[0] if isinstance(args, tuple) and len(args) == 1 else None
                 if type(requested) is int and requested > MAX_BYTES:
-                    self.problem(f"it asks bytearray() for {requested:,} bytes, which no checkpoint holds; loading "
-                                 "it may exhaust this machine's memory")
+                    self.problem(
+                        f"it asks bytearray() for {requested:,} bytes, which no checkpoint holds; loading "
+                        "it may exhaust this machine's memory"
+                    )
             elif name == "builtins.set":
                 members = args[0] if isinstance(args, tuple) and len(args) == 1 else None
                 items = members.items if isinstance(members, List) else members if isinstance(members, tuple) else ()
@@ -352,10 +396,17 @@ class _Machine:
             elif name == "numpy.ndarray":
                 raise numpy_guard._refuse("the file calls numpy.ndarray(...) directly")
             elif name == "builtins.getattr":
-                if not (isinstance(args, tuple) and len(args) == 2 and isinstance(args[0], Global)
-                        and args[0].name == _HISTORY_BUFFER and args[1] in _STATISTICS):
-                    self.problem("it calls getattr on something other than HistoryBuffer.min/max/current/mean, "
-                                 "which mmfix's restricted getattr refuses")
+                if not (
+                    isinstance(args, tuple)
+                    and len(args) == 2
+                    and isinstance(args[0], Global)
+                    and args[0].name == _HISTORY_BUFFER
+                    and args[1] in _STATISTICS
+                ):
+                    self.problem(
+                        "it calls getattr on something other than HistoryBuffer.min/max/current/mean, "
+                        "which mmfix's restricted getattr refuses"
+                    )
                     return Opaque("getattr")
                 return Call(func, args)
         except pickle.UnpicklingError as exc:
@@ -385,8 +436,12 @@ class _Machine:
             elif isinstance(inst, (Dict, List, tuple, str, bytes, int, float, bool, type(None), Storage)):
                 # torch BUILDs only tensors, OrderedDicts and allowlisted types
                 self.problem(f"it sets the state of a {type(inst).__name__.lower()}, which torch's loader refuses")
-            elif isinstance(inst, Call) and isinstance(inst.func, Global) and inst.func.name in (
-                    "collections.OrderedDict", "collections.Counter") and _holds_array(state):
+            elif (
+                isinstance(inst, Call)
+                and isinstance(inst.func, Global)
+                and inst.func.name in ("collections.OrderedDict", "collections.Counter")
+                and _holds_array(state)
+            ):
                 self.problem("it puts numpy data in an OrderedDict's attributes, where numpy never writes it")
         except pickle.UnpicklingError as exc:
             self.problem(str(exc).removeprefix("mmfix: "))
@@ -411,18 +466,29 @@ class _Machine:
             self.r.ops += len(methods.items)
         entries = methods.items if isinstance(methods, Dict) else [(None, methods)]
         for key, value in entries:
-            ok = (isinstance(value, Call) and isinstance(value.func, Global) and value.func.name == "builtins.getattr"
-                  and isinstance(value.args, tuple) and len(value.args) == 2 and isinstance(key, str)
-                  and value.args[1] == key)
+            ok = (
+                isinstance(value, Call)
+                and isinstance(value.func, Global)
+                and value.func.name == "builtins.getattr"
+                and isinstance(value.args, tuple)
+                and len(value.args) == 2
+                and isinstance(key, str)
+                and value.args[1] == key
+            )
             if not ok:
-                self.problem(f"it maps the HistoryBuffer statistic {key!r} to something other than the method of "
-                             "that name; a load must not change what other buffers compute")
+                self.problem(
+                    f"it maps the HistoryBuffer statistic {key!r} to something other than the method of "
+                    "that name; a load must not change what other buffers compute"
+                )
 
 
 def _holds_array(state: Any) -> bool:
     items = state.items if isinstance(state, Dict) else state if isinstance(state, tuple) else ()
-    return any(isinstance(v, Array) or (isinstance(v, tuple) and any(isinstance(x, Array) for x in v))
-               for kv in items for v in (kv if isinstance(kv, tuple) else (kv,)))
+    return any(
+        isinstance(v, Array) or (isinstance(v, tuple) and any(isinstance(x, Array) for x in v))
+        for kv in items
+        for v in (kv if isinstance(kv, tuple) else (kv,))
+    )
 
 
 def label(value: Any) -> str:

@@ -6,6 +6,7 @@ runtime uses it to name the globals of a refused file (``scan_globals``) and to
 check that a file's storages fit its records (``consistency_problem``); the
 ``mmfix inspect`` report (``report``) is built on it too.
 """
+
 from __future__ import annotations
 
 import io
@@ -17,10 +18,22 @@ from typing import Any
 from . import files, pickle_reader
 
 ITEMSIZE = {
-    "DoubleStorage": 8, "FloatStorage": 4, "HalfStorage": 2, "BFloat16Storage": 2, "LongStorage": 8,
-    "IntStorage": 4, "ShortStorage": 2, "CharStorage": 1, "ByteStorage": 1, "BoolStorage": 1,
-    "ComplexDoubleStorage": 16, "ComplexFloatStorage": 8, "QInt8Storage": 1, "QUInt8Storage": 1,
-    "QInt32Storage": 4, "UntypedStorage": 1,
+    "DoubleStorage": 8,
+    "FloatStorage": 4,
+    "HalfStorage": 2,
+    "BFloat16Storage": 2,
+    "LongStorage": 8,
+    "IntStorage": 4,
+    "ShortStorage": 2,
+    "CharStorage": 1,
+    "ByteStorage": 1,
+    "BoolStorage": 1,
+    "ComplexDoubleStorage": 16,
+    "ComplexFloatStorage": 8,
+    "QInt8Storage": 1,
+    "QUInt8Storage": 1,
+    "QInt32Storage": 4,
+    "UntypedStorage": 1,
 }
 _ALIGNMENT = 64  # torch >= 2.1 aligns every storage record; mmap needs it
 
@@ -37,17 +50,61 @@ def _data_offset(raw: Any, header_offset: int) -> int:
 # torch's default weights_only allowlist for what checkpoints commonly hold: known
 # without importing torch (a second of start-up for `mmfix inspect` of a small file).
 _TORCH_DEFAULTS = frozenset(
-    {"collections.OrderedDict", "collections.Counter", "torch.Size", "torch.device", "torch.Tensor",
-     "torch.nn.parameter.Parameter", "torch.serialization._get_layout", "_codecs.encode", "builtins.set",
-     "builtins.bytearray", "builtins.complex", "torch._tensor._rebuild_from_type_v2",
-     "torch.storage.UntypedStorage", "torch.storage.TypedStorage"}
-    | {f"torch._utils._rebuild_{n}" for n in ("parameter", "parameter_with_state", "qtensor", "tensor",
-                                              "tensor_v2", "tensor_v3", "sparse_tensor",
-                                              "meta_tensor_no_storage", "nested_tensor", "wrapper_subclass",
-                                              "device_tensor_from_numpy", "device_tensor_from_cpu_tensor")}
-    | {f"torch.{t}Storage" for t in ("Double", "Float", "Half", "BFloat16", "Long", "Int", "Short", "Char",
-                                      "Byte", "Bool", "ComplexDouble", "ComplexFloat", "QInt8", "QUInt8",
-                                      "QInt32", "QUInt4x2", "QUInt2x4")}
+    {
+        "collections.OrderedDict",
+        "collections.Counter",
+        "torch.Size",
+        "torch.device",
+        "torch.Tensor",
+        "torch.nn.parameter.Parameter",
+        "torch.serialization._get_layout",
+        "_codecs.encode",
+        "builtins.set",
+        "builtins.bytearray",
+        "builtins.complex",
+        "torch._tensor._rebuild_from_type_v2",
+        "torch.storage.UntypedStorage",
+        "torch.storage.TypedStorage",
+    }
+    | {
+        f"torch._utils._rebuild_{n}"
+        for n in (
+            "parameter",
+            "parameter_with_state",
+            "qtensor",
+            "tensor",
+            "tensor_v2",
+            "tensor_v3",
+            "sparse_tensor",
+            "meta_tensor_no_storage",
+            "nested_tensor",
+            "wrapper_subclass",
+            "device_tensor_from_numpy",
+            "device_tensor_from_cpu_tensor",
+        )
+    }
+    | {
+        f"torch.{t}Storage"
+        for t in (
+            "Double",
+            "Float",
+            "Half",
+            "BFloat16",
+            "Long",
+            "Int",
+            "Short",
+            "Char",
+            "Byte",
+            "Bool",
+            "ComplexDouble",
+            "ComplexFloat",
+            "QInt8",
+            "QUInt8",
+            "QInt32",
+            "QUInt4x2",
+            "QUInt2x4",
+        )
+    }
 )
 
 
@@ -68,8 +125,7 @@ def allowed_globals(names: Any) -> dict[str, bool]:
     return {name: ok or name in torch_names for name, ok in out.items()}
 
 
-def replay_file(source: Any, reading: pickle_reader.Reading, record_sizes: dict[str, int],
-                 fmt: str) -> dict[str, Any]:
+def replay_file(source: Any, reading: pickle_reader.Reading, record_sizes: dict[str, int], fmt: str) -> dict[str, Any]:
     """Read the pickle of ``source`` (a path or a seekable binary file) into ``reading``;
     returns facts about the container (mmap alignment)."""
     facts: dict[str, Any] = {"mmap_possible": False}
@@ -87,7 +143,7 @@ def replay_file(source: Any, reading: pickle_reader.Reading, record_sizes: dict[
             try:
                 for info in infos:
                     if info.filename.startswith(prefix + "data/"):
-                        record_sizes[info.filename[len(prefix + "data/"):]] = info.file_size
+                        record_sizes[info.filename[len(prefix + "data/") :]] = info.file_size
                         if raw is not None:
                             aligned &= info.compress_type == zipfile.ZIP_STORED and (
                                 _data_offset(raw, info.header_offset) % _ALIGNMENT == 0
@@ -98,7 +154,8 @@ def replay_file(source: Any, reading: pickle_reader.Reading, record_sizes: dict[
             facts["mmap_possible"] = bool(aligned)
             if pkl.file_size > pickle_reader.MAX_BYTES:
                 raise pickle_reader.PickleUnreadable(
-                    f"its pickle claims {pkl.file_size:,} bytes, more than mmfix reads")
+                    f"its pickle claims {pkl.file_size:,} bytes, more than mmfix reads"
+                )
             with archive.open(pkl) as stream:  # one read: ZipExtFile costs microseconds per call
                 data = stream.read(pickle_reader.MAX_BYTES + 1)
             pickle_reader.read(io.BytesIO(data), reading)
@@ -171,8 +228,7 @@ def consistency_problem(source: Any) -> str | None:
         numel = storage["numel"]
         itemsize = ITEMSIZE.get(storage["type"])
         if numel is not None and itemsize is not None and numel * itemsize != size:
-            return (f"storage record {storage['key']!r} holds {size} bytes but the pickle expects "
-                    f"{numel * itemsize}")
+            return f"storage record {storage['key']!r} holds {size} bytes but the pickle expects {numel * itemsize}"
     return None
 
 

@@ -3,6 +3,7 @@
 A malicious file can be inspected safely, and its globals listed before anyone
 decides to trust them. The zip directory is checked first (``diagnosis``).
 """
+
 from __future__ import annotations
 
 import os
@@ -35,8 +36,15 @@ def inspect_checkpoint(path: str) -> dict[str, Any]:
         facts = replay_file(path, reading, record_sizes, fmt)
     except pickle_reader.PickleUnreadable as exc:
         raise CheckpointCorruptError(f"cannot inspect checkpoint {path!r}: {exc}", path=path) from None
-    except (OSError, zipfile.BadZipFile, ValueError, EOFError, zlib.error, NotImplementedError,
-            RuntimeError) as exc:  # zipfile raises RuntimeError for encrypted records
+    except (
+        OSError,
+        zipfile.BadZipFile,
+        ValueError,
+        EOFError,
+        zlib.error,
+        NotImplementedError,
+        RuntimeError,
+    ) as exc:  # zipfile raises RuntimeError for encrypted records
         raise CheckpointCorruptError(
             f"cannot inspect checkpoint {path!r}: it cannot be read ({type(exc).__name__}: {exc})", path=path
         ) from None
@@ -51,7 +59,9 @@ def inspect_checkpoint(path: str) -> dict[str, Any]:
         by_device[storage["location"]] += storage["bytes"]
         counts[storage["location"]] += 1
     allowed = allowed_globals(reading.globals)
-    globals_ = [{"name": name, "uses": uses, "allowed": allowed[name]} for name, uses in sorted(reading.globals.items())]
+    globals_ = [
+        {"name": name, "uses": uses, "allowed": allowed[name]} for name, uses in sorted(reading.globals.items())
+    ]
     refused = [g["name"] for g in globals_ if not g["allowed"]]
     return {
         "path": os.path.abspath(path),
@@ -115,8 +125,10 @@ def format_report(report: dict[str, Any]) -> str:
     for device, info in report["devices"].items():
         noun = "storage" if info["storages"] == 1 else "storages"
         lines.append(f"            {device}: {info['storages']} {noun}, {_human(info['bytes'])}")
-    lines.append(f"mmap:       {'possible' if report['mmap_possible'] else 'not possible'}"
-                 + ("" if report["format"] == "zip" else " (legacy format)"))
+    lines.append(
+        f"mmap:       {'possible' if report['mmap_possible'] else 'not possible'}"
+        + ("" if report["format"] == "zip" else " (legacy format)")
+    )
     keys = report["top_level_keys"]
     lines.append(f"top-level keys: {', '.join(keys) if keys is not None else '(not a dict)'}")
     lines.append("globals the file needs:")
@@ -127,11 +139,15 @@ def format_report(report: dict[str, Any]) -> str:
         lines.extend(f"  {problem}" for problem in report["refused_values"])
     refused = [g["name"] for g in report["globals"] if not g["allowed"]]
     if report["loadable_with_weights_only"]:
-        lines.append("verdict: loads with weights_only=True under mmfix (every global it names is allowed, and "
-                     "its numpy, getattr and HistoryBuffer values pass mmfix's checks)")
+        lines.append(
+            "verdict: loads with weights_only=True under mmfix (every global it names is allowed, and "
+            "its numpy, getattr and HistoryBuffer values pass mmfix's checks)"
+        )
     elif report["refused_values"]:
-        lines.append("verdict: the safe loader refuses it; nothing MMEngine or numpy writes looks like this, so "
-                     "treat the file as crafted and do not trust any of its globals")
+        lines.append(
+            "verdict: the safe loader refuses it; nothing MMEngine or numpy writes looks like this, so "
+            "treat the file as crafted and do not trust any of its globals"
+        )
     elif report["trust_line"]:
         lines.append("verdict: the safe loader will refuse it; only if you trust the file: " + report["trust_line"])
     else:

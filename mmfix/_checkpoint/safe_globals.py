@@ -15,6 +15,7 @@ Why each entry is safe:
   (``numpy.core`` in files written by numpy 1, ``numpy._core`` by numpy 2).
   The object dtype class is left out: nothing MMEngine writes needs it.
 """
+
 from __future__ import annotations
 
 import builtins
@@ -35,34 +36,177 @@ _STATISTICS = frozenset(("min", "max", "current", "mean"))
 # processes or the network, or build arbitrary objects. mmfix never trusts anything
 # that *is* (or wraps) one of theirs, whatever name a file spells it by, and no
 # real checkpoint needs them. A prefix covers its submodules.
-_HOSTILE_MODULES = frozenset((
-    "os", "posix", "nt", "posixpath", "ntpath", "subprocess", "_posixsubprocess", "_winapi", "sys", "runpy",
-    "shutil", "socket", "_socket", "ssl", "select", "selectors", "importlib", "pkgutil", "zipimport", "imp",
-    "pty", "tty", "code", "codeop", "timeit", "pickle", "_pickle", "pickletools", "copyreg", "copy", "marshal",
-    "shelve", "dbm", "ctypes", "_ctypes", "cffi", "multiprocessing", "_multiprocessing", "concurrent",
-    "threading", "_thread", "asyncio", "signal", "faulthandler", "resource", "webbrowser", "pdb", "bdb",
-    "platform", "pydoc", "io", "_io", "tempfile", "pathlib", "glob", "fnmatch", "fileinput", "filecmp",
-    "sqlite3", "_sqlite3", "zipfile", "tarfile", "gzip", "bz2", "lzma", "zlib", "urllib", "http", "ftplib",
-    "smtplib", "imaplib", "poplib", "telnetlib", "xmlrpc", "wsgiref", "logging", "operator", "_operator",
-    "functools", "_functools", "inspect", "types", "gc", "weakref", "_weakref", "trace", "cProfile", "profile",
-    "ast", "builtins", "__builtin__", "site", "sysconfig", "distutils", "setuptools", "pip", "venv",
-    "ensurepip", "atexit", "mmap", "fcntl", "posixshmem", "_posixshmem", "uuid", "antigravity", "this",
-    "torch.hub", "torch.utils.cpp_extension", "torch.utils.data", "torch.jit", "torch.package",
-    "torch._dynamo", "torch._inductor", "torch.compiler", "torch.library", "torch.ops", "torch._ops",
-    "torch.serialization", "torch.multiprocessing", "torch.distributed", "torch.cuda", "torch._C",
-    "wrapt", "mmfix",
-))
+_HOSTILE_MODULES = frozenset(
+    (
+        "os",
+        "posix",
+        "nt",
+        "posixpath",
+        "ntpath",
+        "subprocess",
+        "_posixsubprocess",
+        "_winapi",
+        "sys",
+        "runpy",
+        "shutil",
+        "socket",
+        "_socket",
+        "ssl",
+        "select",
+        "selectors",
+        "importlib",
+        "pkgutil",
+        "zipimport",
+        "imp",
+        "pty",
+        "tty",
+        "code",
+        "codeop",
+        "timeit",
+        "pickle",
+        "_pickle",
+        "pickletools",
+        "copyreg",
+        "copy",
+        "marshal",
+        "shelve",
+        "dbm",
+        "ctypes",
+        "_ctypes",
+        "cffi",
+        "multiprocessing",
+        "_multiprocessing",
+        "concurrent",
+        "threading",
+        "_thread",
+        "asyncio",
+        "signal",
+        "faulthandler",
+        "resource",
+        "webbrowser",
+        "pdb",
+        "bdb",
+        "platform",
+        "pydoc",
+        "io",
+        "_io",
+        "tempfile",
+        "pathlib",
+        "glob",
+        "fnmatch",
+        "fileinput",
+        "filecmp",
+        "sqlite3",
+        "_sqlite3",
+        "zipfile",
+        "tarfile",
+        "gzip",
+        "bz2",
+        "lzma",
+        "zlib",
+        "urllib",
+        "http",
+        "ftplib",
+        "smtplib",
+        "imaplib",
+        "poplib",
+        "telnetlib",
+        "xmlrpc",
+        "wsgiref",
+        "logging",
+        "operator",
+        "_operator",
+        "functools",
+        "_functools",
+        "inspect",
+        "types",
+        "gc",
+        "weakref",
+        "_weakref",
+        "trace",
+        "cProfile",
+        "profile",
+        "ast",
+        "builtins",
+        "__builtin__",
+        "site",
+        "sysconfig",
+        "distutils",
+        "setuptools",
+        "pip",
+        "venv",
+        "ensurepip",
+        "atexit",
+        "mmap",
+        "fcntl",
+        "posixshmem",
+        "_posixshmem",
+        "uuid",
+        "antigravity",
+        "this",
+        "torch.hub",
+        "torch.utils.cpp_extension",
+        "torch.utils.data",
+        "torch.jit",
+        "torch.package",
+        "torch._dynamo",
+        "torch._inductor",
+        "torch.compiler",
+        "torch.library",
+        "torch.ops",
+        "torch._ops",
+        "torch.serialization",
+        "torch.multiprocessing",
+        "torch.distributed",
+        "torch.cuda",
+        "torch._C",
+        "wrapt",
+        "mmfix",
+    )
+)
 # Not hostile as such, but never trusted: their classes build whatever a config names through
 # registries (a dotted type name is imported), open log files, allocate what they are told
 # (torch.nn modules), or are numpy's (see numpy_guard). torch's own list already covers the
 # torch objects a checkpoint holds.
-_NEVER_TRUSTED = frozenset((
-    "numpy", "torch", "mmengine", "mmcv", "mmdet", "mmseg", "mmpretrain", "mmcls", "mmpose", "mmdet3d", "mmocr",
-    "mmyolo", "mmrotate", "mmaction", "mmagic", "mmtrack",
-))
+_NEVER_TRUSTED = frozenset(
+    (
+        "numpy",
+        "torch",
+        "mmengine",
+        "mmcv",
+        "mmdet",
+        "mmseg",
+        "mmpretrain",
+        "mmcls",
+        "mmpose",
+        "mmdet3d",
+        "mmocr",
+        "mmyolo",
+        "mmrotate",
+        "mmaction",
+        "mmagic",
+        "mmtrack",
+    )
+)
 NEVER_TRUSTED_REASON = "mmfix never trusts"
-_HOSTILE_BUILTINS = frozenset(("eval", "exec", "compile", "open", "__import__", "getattr", "setattr", "delattr",
-                               "breakpoint", "input", "globals", "locals", "vars", "__build_class__"))
+_HOSTILE_BUILTINS = frozenset(
+    (
+        "eval",
+        "exec",
+        "compile",
+        "open",
+        "__import__",
+        "getattr",
+        "setattr",
+        "delattr",
+        "breakpoint",
+        "input",
+        "globals",
+        "locals",
+        "vars",
+        "__build_class__",
+    )
+)
 _lock = threading.Lock()
 _registered: list[Any] = []
 _registered_names: set[str] = set()
@@ -157,8 +301,10 @@ def object_problem(obj: Any, name: str) -> str | None:
             if issubclass(item, type):
                 return "it is a metaclass: it builds new types"
             if module in ("builtins", "__builtin__"):
-                return (f"it is builtins.{item.__name__}: torch already allows the builtins a checkpoint needs, and "
-                        "others build unbounded data (range, bytes) or reach code")
+                return (
+                    f"it is builtins.{item.__name__}: torch already allows the builtins a checkpoint needs, and "
+                    "others build unbounded data (range, bytes) or reach code"
+                )
         elif module in ("builtins", "__builtin__") or module is None:
             return "it is a builtin function, none of which a checkpoint may call"
         if isinstance(module, str) and _module_is_hostile(module):
@@ -166,12 +312,16 @@ def object_problem(obj: Any, name: str) -> str | None:
             return f"it is {real}, which runs code or reaches files, processes or the network"
     real_name = _real_name(obj)
     if real_name is None or real_name != name:
-        return (f"the name {name!r} does not name the object itself (that is {real_name or type(obj).__name__!r}); "
-                "only an object's own module.qualname can be trusted")
+        return (
+            f"the name {name!r} does not name the object itself (that is {real_name or type(obj).__name__!r}); "
+            "only an object's own module.qualname can be trusted"
+        )
     root = real_name.split(".")[0]
     if root in _NEVER_TRUSTED:
-        return (f"{NEVER_TRUSTED_REASON} {root}'s classes and functions: they build what a config names, touch "
-                "files or allocate what they are told")
+        return (
+            f"{NEVER_TRUSTED_REASON} {root}'s classes and functions: they build what a config names, touch "
+            "files or allocate what they are told"
+        )
     return None
 
 
@@ -184,8 +334,9 @@ def assess(name: str) -> tuple[str, str | None]:
     module_name, _, attr = name.rpartition(".")
     module = sys.modules.get(module_name)
     if module is None:
-        return "unvetted", (f"its module {module_name} is not imported in this process, and mmfix never imports "
-                            "a module a file names")
+        return "unvetted", (
+            f"its module {module_name} is not imported in this process, and mmfix never imports a module a file names"
+        )
     obj = module.__dict__.get(attr)
     if obj is None:
         return "unvetted", f"{module_name} has no attribute {attr!r}"
@@ -195,8 +346,10 @@ def assess(name: str) -> tuple[str, str | None]:
     if not isinstance(obj, type):
         return "unvetted", "it is a function: a file may call it with any arguments, so mmfix never trusts functions"
     if not data_only(obj):
-        return "unvetted", ("it is a class with its own __init__, __new__ or __setstate__: a file may call them with "
-                            "any arguments, and mmfix cannot tell whether that is harmless")
+        return "unvetted", (
+            "it is a class with its own __init__, __new__ or __setstate__: a file may call them with "
+            "any arguments, and mmfix cannot tell whether that is harmless"
+        )
     return "trustable", None
 
 
@@ -210,12 +363,21 @@ def data_only(cls: type) -> bool:
     generated = dataclasses.is_dataclass(cls)
     for klass in cls.__mro__[:-1]:
         own = vars(klass)
-        if "__new__" in own or "__setstate__" in own or "__post_init__" in own or "__reduce__" in own \
-                or "__reduce_ex__" in own or "__setattr__" in own:
+        if (
+            "__new__" in own
+            or "__setstate__" in own
+            or "__post_init__" in own
+            or "__reduce__" in own
+            or "__reduce_ex__" in own
+            or "__setattr__" in own
+        ):
             return False
-        if "__init__" in own and not (generated and dataclasses.is_dataclass(klass)
-                                      and getattr(own["__init__"], "__qualname__", "").endswith("__init__")
-                                      and _generated_init(klass)):
+        if "__init__" in own and not (
+            generated
+            and dataclasses.is_dataclass(klass)
+            and getattr(own["__init__"], "__qualname__", "").endswith("__init__")
+            and _generated_init(klass)
+        ):
             return False
     return True
 
@@ -259,8 +421,10 @@ def _guard_history_buffer(real: type) -> type:
     class HistoryBuffer(real):  # type: ignore[misc, valid-type, unused-ignore]
         def __new__(cls, *args: Any, **kwargs: Any) -> Any:
             if args or kwargs:
-                raise pickle.UnpicklingError("mmfix: the checkpoint constructs a HistoryBuffer with arguments; "
-                                             "MMEngine writes it as an empty object plus its state")
+                raise pickle.UnpicklingError(
+                    "mmfix: the checkpoint constructs a HistoryBuffer with arguments; "
+                    "MMEngine writes it as an empty object plus its state"
+                )
             return object.__new__(cls)
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -290,8 +454,9 @@ def _guard_history_buffer(real: type) -> type:
                         raise pickle.UnpicklingError(f"mmfix: a HistoryBuffer's {key} is not a numpy array")
                     state[key] = value.built()
                 elif key != "max_length" or type(value) is not int:
-                    raise pickle.UnpicklingError(f"mmfix: a HistoryBuffer's state holds {key!r}, which MMEngine "
-                                                 "never writes there")
+                    raise pickle.UnpicklingError(
+                        f"mmfix: a HistoryBuffer's state holds {key!r}, which MMEngine never writes there"
+                    )
             self.__dict__.update(state)
             self.__class__ = real
             # What constructing any buffer does (and MMEngine's own __setstate__): MMEngine's four
@@ -398,8 +563,11 @@ def trust(names: Iterable[Any], source: str = "mmfix.trust_globals()") -> None:
             # Already allowed through mmfix's own validating stand-in; the real object must not replace it.
             if qualify(label) == HISTORY_BUFFER:
                 ensure_history_buffer()
-            _log.info(f"{source} names {label!r}, which mmfix already allows through its own checks; "
-                      "nothing more is trusted for it.", key=f"vetted:{label}")
+            _log.info(
+                f"{source} names {label!r}, which mmfix already allows through its own checks; "
+                "nothing more is trusted for it.",
+                key=f"vetted:{label}",
+            )
             continue
         if isinstance(item, str) and is_hostile(label):
             problem: str | None = "it can only serve to run commands or arbitrary code"
@@ -415,9 +583,11 @@ def trust(names: Iterable[Any], source: str = "mmfix.trust_globals()") -> None:
                 continue
             problem = object_problem(obj, label)
             if problem is None and not isinstance(obj, type):
-                problem = ("it is a function, and a file may call a trusted function with any arguments; mmfix "
-                           "trusts classes only (torch.serialization.add_safe_globals is torch's own way, at "
-                           "your own risk)")
+                problem = (
+                    "it is a function, and a file may call a trusted function with any arguments; mmfix "
+                    "trusts classes only (torch.serialization.add_safe_globals is torch's own way, at "
+                    "your own risk)"
+                )
         if problem is not None:
             _log.error(
                 f"{source} names {label!r}; mmfix never trusts it: {problem}. No real checkpoint needs it; "
@@ -433,8 +603,9 @@ def trust(names: Iterable[Any], source: str = "mmfix.trust_globals()") -> None:
 
 def trusted_types() -> tuple[type, ...]:
     """User-trusted classes: their instances' ``__dict__`` may hold loaded numpy values."""
-    return tuple(e[0] for e in _registered if isinstance(e, tuple) and e[1] in _trusted_by_user
-                 and isinstance(e[0], type))
+    return tuple(
+        e[0] for e in _registered if isinstance(e, tuple) and e[1] in _trusted_by_user and isinstance(e[0], type)
+    )
 
 
 def unregister() -> None:

@@ -26,6 +26,7 @@ Anything unusual (a legacy non-zip file, a buffer, another map_location, no memf
 /proc, a segment that cannot be mapped, a peer of another user, a leader that died)
 falls back to the plain read stock torch does.
 """
+
 from __future__ import annotations
 
 import errno
@@ -63,8 +64,7 @@ _load_counts: dict[tuple[int, ...], int] = {}
 _serving: list[tuple[socket.socket, int]] = []
 
 
-def loader(wrapped: Callable[..., Any], f: Any, kwargs: dict[str, Any], mode: str,
-           cpu: bool) -> Callable[..., Any]:
+def loader(wrapped: Callable[..., Any], f: Any, kwargs: dict[str, Any], mode: str, cpu: bool) -> Callable[..., Any]:
     """What ``torch.load``'s wrapper calls instead of ``wrapped`` (``wrapped`` itself unless
     mmfix maps: ``mode`` is MMFIX_MMAP's ``auto`` / ``on`` / ``off``)."""
     if mode == "off" or "mmap" in kwargs or not cpu or not isinstance(f, (str, os.PathLike)):
@@ -95,8 +95,16 @@ def local_world_size() -> int:
 
 
 def _job_key() -> str:
-    names = ("TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "MASTER_ADDR", "MASTER_PORT",
-             "SLURM_JOB_ID", "SLURM_STEP_ID", "OMPI_MCA_ess_base_jobid", "WORLD_SIZE")
+    names = (
+        "TORCHELASTIC_RUN_ID",
+        "TORCHELASTIC_RESTART_COUNT",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "SLURM_JOB_ID",
+        "SLURM_STEP_ID",
+        "OMPI_MCA_ess_base_jobid",
+        "WORLD_SIZE",
+    )
     return "|".join(os.environ.get(n, "") for n in names)
 
 
@@ -117,8 +125,7 @@ def _maps(fd: int, size: int) -> bool:
         mmap.mmap(fd, max(1, min(size, mmap.PAGESIZE)), flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ).close()
         return True
     except (OSError, ValueError) as exc:
-        _log.info(f"a checkpoint cannot be mapped here ({exc}); mmfix reads it the plain way",
-                  key="cannot-map")
+        _log.info(f"a checkpoint cannot be mapped here ({exc}); mmfix reads it the plain way", key="cannot-map")
         return False
 
 
@@ -133,15 +140,20 @@ def _load_shared(wrapped: Callable[..., Any], path: str, args: tuple[Any, ...], 
     try:
         fd = _segment_for(path)
     except Exception as exc:  # sharing is an optimisation: never fail a load over it
-        _log.info(f"the ranks of this node could not share one copy of {path!r} ({exc!r}); "
-                  "each reads its own", key="shared-load-failed")
+        _log.info(
+            f"the ranks of this node could not share one copy of {path!r} ({exc!r}); each reads its own",
+            key="shared-load-failed",
+        )
         fd = None
     if fd is None:
         return wrapped(*args, **kwargs)
     # rank 0 says it, reader or not (MMEngine's logger shows other ranks' errors only)
-    _log.info(f"the ranks of this node load {path!r} from one sealed in-memory copy "
-              f"({os.fstat(fd).st_size / 2**20:.0f} MiB) instead of one copy each; the file itself is not "
-              "used once loaded (MMFIX_MMAP=0 turns this off)", key="shared-load")
+    _log.info(
+        f"the ranks of this node load {path!r} from one sealed in-memory copy "
+        f"({os.fstat(fd).st_size / 2**20:.0f} MiB) instead of one copy each; the file itself is not "
+        "used once loaded (MMFIX_MMAP=0 turns this off)",
+        key="shared-load",
+    )
     segment = f"/proc/self/fd/{fd}"
     if args:
         args = (segment, *args[1:])
@@ -157,8 +169,10 @@ def _segment_for(path: str) -> int | None:
     """A sealed memfd holding ``path``'s bytes, shared with the node's other ranks, or
     None to read the plain way."""
     if not hasattr(os, "memfd_create") or not hasattr(socket, "SO_PEERCRED") or not os.path.isdir("/proc/self/fd"):
-        _log.info("this system has no memfd / abstract sockets / /proc: each rank reads its own copy of "
-                  "checkpoints", key="shared-load-unsupported")
+        _log.info(
+            "this system has no memfd / abstract sockets / /proc: each rank reads its own copy of checkpoints",
+            key="shared-load-unsupported",
+        )
         return None
     try:
         src = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
@@ -171,9 +185,12 @@ def _segment_for(path: str) -> int | None:
         head = os.pread(src, 4, 0)
         if head != _ZIP_MAGIC:
             if files.file_format(os.pread(src, 64, 0)) == "legacy":
-                _log.info(f"{path!r} is in torch's legacy (pre-1.6, non-zip) format, which cannot be mapped: "
-                          "each rank reads its own copy. Re-save it with torch.save to let the ranks of a node "
-                          "share one.", key="shared-load-legacy")
+                _log.info(
+                    f"{path!r} is in torch's legacy (pre-1.6, non-zip) format, which cannot be mapped: "
+                    "each rank reads its own copy. Re-save it with torch.save to let the ranks of a node "
+                    "share one.",
+                    key="shared-load-legacy",
+                )
             return None
         identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         with _lock:
@@ -220,8 +237,7 @@ def _lead(sock: socket.socket, src: int, size: int, path: str) -> int | None:
     served = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 0)
     with _lock:
         _serving.append((sock, served))
-    threading.Thread(target=_serve, args=(sock, served, size, expected), name="mmfix-shared-load",
-                     daemon=True).start()
+    threading.Thread(target=_serve, args=(sock, served, size, expected), name="mmfix-shared-load", daemon=True).start()
     return fd
 
 
@@ -264,12 +280,10 @@ def _serve(sock: socket.socket, fd: int, size: int, expected: int) -> None:
                 break
             with conn:
                 try:
-                    _pid, uid, _gid = _CREDS.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
-                                                                    _CREDS.size))
+                    _pid, uid, _gid = _CREDS.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CREDS.size))
                     if uid != os.getuid():
                         continue  # abstract sockets have no permissions: serve our own user only
-                    conn.sendmsg([_SIZE.pack(size)], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
-                                                       struct.pack("i", fd))])
+                    conn.sendmsg([_SIZE.pack(size)], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("i", fd))])
                     served += 1
                 except OSError:
                     continue
@@ -291,20 +305,29 @@ def _receive(name: bytes, size: int, path: str) -> int | None:
             return _RETRY  # the leader finished serving in the meantime: lead a new round
         _pid, uid, _gid = _CREDS.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CREDS.size))
         if uid != os.getuid():
-            _log.info(f"another user's process holds mmfix's socket for {path!r}; this rank reads its own copy",
-                      key="shared-load-foreign")
+            _log.info(
+                f"another user's process holds mmfix's socket for {path!r}; this rank reads its own copy",
+                key="shared-load-foreign",
+            )
             return None
         try:
-            data, ancillary, _flags, _addr = sock.recvmsg(_SIZE.size, socket.CMSG_SPACE(struct.calcsize("i")),
-                                                          socket.MSG_CMSG_CLOEXEC)
+            data, ancillary, _flags, _addr = sock.recvmsg(
+                _SIZE.size, socket.CMSG_SPACE(struct.calcsize("i")), socket.MSG_CMSG_CLOEXEC
+            )
         except (ConnectionResetError, BrokenPipeError):
             return _RETRY  # the reader gave up (it could not map its copy) or died: try ourselves
         except socket.timeout:
-            _log.info(f"the rank reading {path!r} for this node did not answer within MMFIX_SHARED_LOAD_WAIT; "
-                      "this rank reads its own copy", key="shared-load-timeout")
+            _log.info(
+                f"the rank reading {path!r} for this node did not answer within MMFIX_SHARED_LOAD_WAIT; "
+                "this rank reads its own copy",
+                key="shared-load-timeout",
+            )
             return None
-        fds = [struct.unpack("i", d[:4])[0] for level, kind, d in ancillary
-               if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS and len(d) >= 4]
+        fds = [
+            struct.unpack("i", d[:4])[0]
+            for level, kind, d in ancillary
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS and len(d) >= 4
+        ]
         if not fds:
             return _RETRY  # the leader died before it could hand the copy on
         fd = fds[0]

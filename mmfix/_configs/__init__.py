@@ -6,6 +6,7 @@
 to their 3.x equivalents. Neither imports MMEngine or MMDetection.
 ``_engine`` holds the toolbox-independent rules, ``_mmdet`` MMDetection's.
 """
+
 from __future__ import annotations
 
 import copy
@@ -19,20 +20,49 @@ __all__ = ["LEGACY_KEYS", "ConfigConversionError", "Report", "apply_legacy_keys"
 
 #: Top-level keys of 2.x configs that 3.x ignores without a word.
 LEGACY_KEYS = frozenset(_engine.LEGACY_SCHEDULE_RUNTIME_KEYS + _mmdet.LEGACY_DATA_KEYS)
-_3X_KEYS = ("train_dataloader", "val_dataloader", "test_dataloader", "optim_wrapper", "param_scheduler",
-            "default_hooks", "val_evaluator", "test_evaluator")
+_3X_KEYS = (
+    "train_dataloader",
+    "val_dataloader",
+    "test_dataloader",
+    "optim_wrapper",
+    "param_scheduler",
+    "default_hooks",
+    "val_evaluator",
+    "test_evaluator",
+)
 # Keys whose presence alone makes a config 2.x-era (data and the MMCV 1.x runner's keys).
-_2X_MARKERS = ("data", "optimizer", "optimizer_config", "lr_config", "runner", "evaluation", "checkpoint_config",
-               "log_config", "total_epochs", "workflow")
+_2X_MARKERS = (
+    "data",
+    "optimizer",
+    "optimizer_config",
+    "lr_config",
+    "runner",
+    "evaluation",
+    "checkpoint_config",
+    "log_config",
+    "total_epochs",
+    "workflow",
+)
 
 
 def _is_loop(value: Any) -> bool:
-    return isinstance(value, dict) and ("Loop" in str(value.get("type", "")) or "max_epochs" in value
-                                        or "max_iters" in value)
+    return isinstance(value, dict) and (
+        "Loop" in str(value.get("type", "")) or "max_epochs" in value or "max_iters" in value
+    )
 
 
-_2X_DATA_KEYS = ("samples_per_gpu", "imgs_per_gpu", "workers_per_gpu", "train", "val", "test",
-                 "train_dataloader", "val_dataloader", "test_dataloader", "persistent_workers")
+_2X_DATA_KEYS = (
+    "samples_per_gpu",
+    "imgs_per_gpu",
+    "workers_per_gpu",
+    "train",
+    "val",
+    "test",
+    "train_dataloader",
+    "val_dataloader",
+    "test_dataloader",
+    "persistent_workers",
+)
 
 
 def _legacy_marker(cfg: dict[str, Any]) -> bool:
@@ -52,8 +82,11 @@ def classify(cfg: dict[str, Any]) -> str:
     if not _legacy_marker(cfg):
         return "3.x"
     model = cfg.get("model")
-    has_3x = any(k in cfg for k in _3X_KEYS) or _is_loop(cfg.get("train_cfg")) or (
-        isinstance(model, dict) and "data_preprocessor" in model)
+    has_3x = (
+        any(k in cfg for k in _3X_KEYS)
+        or _is_loop(cfg.get("train_cfg"))
+        or (isinstance(model, dict) and "data_preprocessor" in model)
+    )
     return "mixed" if has_3x else "2.x"
 
 
@@ -72,7 +105,7 @@ def _rename_mmcls(node: Any, report: Report) -> Any:
     if isinstance(node, dict):
         for key, value in list(node.items()):
             if key == "type" and isinstance(value, str) and value.startswith("mmcls."):
-                node[key] = "mmpretrain." + value[len("mmcls."):]
+                node[key] = "mmpretrain." + value[len("mmcls.") :]
                 report.moved(f"type {value}", node[key])
             else:
                 node[key] = _rename_mmcls(value, report)
@@ -97,8 +130,10 @@ def convert(cfg: dict[str, Any], toolbox: str = "mmdet") -> tuple[dict[str, Any]
         report.note("default_scope='mmdet' added (2.x found its registries without one)")
     custom = src.pop("custom_imports", None)
     if custom is not None:
-        imports = [("mmpretrain" + m[len("mmcls"):]) if m == "mmcls" or m.startswith("mmcls.") else m
-                   for m in custom.get("imports", [])]
+        imports = [
+            ("mmpretrain" + m[len("mmcls") :]) if m == "mmcls" or m.startswith("mmcls.") else m
+            for m in custom.get("imports", [])
+        ]
         if imports != list(custom.get("imports", [])):
             report.moved("custom_imports mmcls", "mmpretrain (MMClassification's 3.x successor)")
         out["custom_imports"] = {**custom, "imports": imports}
@@ -109,8 +144,9 @@ def convert(cfg: dict[str, Any], toolbox: str = "mmdet") -> tuple[dict[str, Any]
     state = _mmdet.convert_data(src, out, report, loop)
     for name in ("train_pipeline", "test_pipeline", "val_pipeline"):
         if isinstance(src.get(name), list):
-            out[name] = _mmdet.convert_pipeline(src.pop(name), Report(), _mmdet._State(), test=name != "train_pipeline",
-                                                where=name)
+            out[name] = _mmdet.convert_pipeline(
+                src.pop(name), Report(), _mmdet._State(), test=name != "train_pipeline", where=name
+            )
     if src.pop("img_norm_cfg", None) is not None:
         report.drop("img_norm_cfg", "now model.data_preprocessor's mean/std/bgr_to_rgb")
     _mmdet.convert_model(src, out, report, state)
@@ -127,9 +163,11 @@ def convert(cfg: dict[str, Any], toolbox: str = "mmdet") -> tuple[dict[str, Any]
 # ----------------------------------------------------------------------------- mixed configs
 def _conflict(legacy_key: str, legacy_value: Any, new_key: str, new_value: Any) -> ConfigConversionError:
     return ConfigConversionError(
-        legacy_key, legacy_value,
+        legacy_key,
+        legacy_value,
         f"The same config also sets the 3.x key `{new_key}` = {new_value!r}, and the two disagree; 3.x reads "
-        f"only `{new_key}`. Keep one of them (remove `{legacy_key.split('.')[0]}` to keep the 3.x value).")
+        f"only `{new_key}`. Keep one of them (remove `{legacy_key.split('.')[0]}` to keep the 3.x value).",
+    )
 
 
 def apply_legacy_keys(cfg: dict[str, Any], own_keys: Iterable[str] = ()) -> tuple[dict[str, Any], Report]:
@@ -165,14 +203,17 @@ def apply_legacy_keys(cfg: dict[str, Any], own_keys: Iterable[str] = ()) -> tupl
             elif key == "workers_per_gpu":
                 for name in ("train", "val", "test"):
                     if isinstance(out.get(f"{name}_dataloader"), dict):
-                        set_path(f"{name}_dataloader.num_workers", value, "data.workers_per_gpu",
-                                 f"{name}_dataloader")
+                        set_path(f"{name}_dataloader.num_workers", value, "data.workers_per_gpu", f"{name}_dataloader")
                         if value == 0:
                             out[f"{name}_dataloader"]["persistent_workers"] = False
             else:
-                raise ConfigConversionError(f"data.{key}", value, "in a 3.x config only data.samples_per_gpu and "
-                                            "data.workers_per_gpu are applied; write datasets as "
-                                            "train_dataloader.dataset / val_dataloader.dataset / test_dataloader.dataset.")
+                raise ConfigConversionError(
+                    f"data.{key}",
+                    value,
+                    "in a 3.x config only data.samples_per_gpu and "
+                    "data.workers_per_gpu are applied; write datasets as "
+                    "train_dataloader.dataset / val_dataloader.dataset / test_dataloader.dataset.",
+                )
     scratch: dict[str, Any] = {}
     legacy = {k: out.pop(k) for k in list(out) if k in _engine.LEGACY_SCHEDULE_RUNTIME_KEYS}
     if "optimizer" in legacy or "optimizer_config" in legacy or "fp16" in legacy:
@@ -181,9 +222,16 @@ def apply_legacy_keys(cfg: dict[str, Any], own_keys: Iterable[str] = ()) -> tupl
         for key, value in wrapper.items():
             if key == "type" and value == "OptimWrapper":
                 continue
-            set_path(f"optim_wrapper.{key}", value, "optimizer" if key in ("optimizer", "paramwise_cfg", "constructor")
-                     else "optimizer_config" if key in ("clip_grad", "accumulative_counts") else "fp16 / optimizer_config",
-                     "optim_wrapper")
+            set_path(
+                f"optim_wrapper.{key}",
+                value,
+                "optimizer"
+                if key in ("optimizer", "paramwise_cfg", "constructor")
+                else "optimizer_config"
+                if key in ("clip_grad", "accumulative_counts")
+                else "fp16 / optimizer_config",
+                "optim_wrapper",
+            )
     train_cfg = out.get("train_cfg") or {}
     if "runner" in legacy or "total_epochs" in legacy:
         loop = _engine.convert_runner(legacy, scratch, Report())
@@ -220,9 +268,13 @@ def apply_legacy_keys(cfg: dict[str, Any], own_keys: Iterable[str] = ()) -> tupl
                     if isinstance(out.get(name), dict):
                         set_path(f"{name}.{key}", value, f"evaluation.{key}", name)
             else:
-                raise ConfigConversionError(f"evaluation.{key}", value, "in a 3.x config, evaluation.interval, metric, "
-                                            "save_best, classwise, proposal_nums, iou_thrs and metric_items are "
-                                            "applied; set others on val_evaluator / train_cfg.")
+                raise ConfigConversionError(
+                    f"evaluation.{key}",
+                    value,
+                    "in a 3.x config, evaluation.interval, metric, "
+                    "save_best, classwise, proposal_nums, iou_thrs and metric_items are "
+                    "applied; set others on val_evaluator / train_cfg.",
+                )
     checkpoint = legacy.pop("checkpoint_config", None)
     if checkpoint is not None:
         for key, value in checkpoint.items():
@@ -233,8 +285,12 @@ def apply_legacy_keys(cfg: dict[str, Any], own_keys: Iterable[str] = ()) -> tupl
         if "interval" in log:
             set_path("default_hooks.logger.interval", log["interval"], "log_config.interval", "default_hooks")
         if any(h.get("type") != "TextLoggerHook" for h in log.get("hooks", [])):
-            raise ConfigConversionError("log_config.hooks", log["hooks"], "in a 3.x config, loggers are visualizer "
-                                        "backends: set visualizer.vis_backends (e.g. TensorboardVisBackend).")
+            raise ConfigConversionError(
+                "log_config.hooks",
+                log["hooks"],
+                "in a 3.x config, loggers are visualizer "
+                "backends: set visualizer.vis_backends (e.g. TensorboardVisBackend).",
+            )
     if legacy:
         runtime: dict[str, Any] = {}
         _engine.convert_runtime(dict(legacy), runtime, Report(), loop, "DetLocalVisualizer", None)

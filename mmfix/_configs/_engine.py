@@ -6,6 +6,7 @@ these functions with their own model / pipeline rules (see ``_mmdet`` for one).
 Every function reads the 2.x keys it owns out of ``src`` (popping them) and writes
 3.x keys into ``out``; whatever nobody owned is carried over unchanged by the caller.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -14,13 +15,39 @@ from .._errors import ConfigConversionError
 from ._report import Report
 
 #: 2.x top-level keys that 3.x ignores silently; the mixed-config path looks for these.
-LEGACY_SCHEDULE_RUNTIME_KEYS = ("optimizer", "optimizer_config", "lr_config", "momentum_config", "runner",
-                                "checkpoint_config", "log_config", "evaluation", "fp16", "total_epochs",
-                                "resume_from", "workflow", "dist_params", "gpu_ids", "cudnn_benchmark",
-                                "opencv_num_threads", "mp_start_method", "auto_resume")
+LEGACY_SCHEDULE_RUNTIME_KEYS = (
+    "optimizer",
+    "optimizer_config",
+    "lr_config",
+    "momentum_config",
+    "runner",
+    "checkpoint_config",
+    "log_config",
+    "evaluation",
+    "fp16",
+    "total_epochs",
+    "resume_from",
+    "workflow",
+    "dist_params",
+    "gpu_ids",
+    "cudnn_benchmark",
+    "opencv_num_threads",
+    "mp_start_method",
+    "auto_resume",
+)
 
-_SUPPORTED_POLICIES = ("step", "fixed", "CosineAnnealing", "FlatCosineAnnealing", "poly", "exp", "CosineRestart",
-                       "OneCycle", "YOLOX", "cyclic")
+_SUPPORTED_POLICIES = (
+    "step",
+    "fixed",
+    "CosineAnnealing",
+    "FlatCosineAnnealing",
+    "poly",
+    "exp",
+    "CosineRestart",
+    "OneCycle",
+    "YOLOX",
+    "cyclic",
+)
 
 
 class Loop:
@@ -51,22 +78,33 @@ def convert_runner(src: dict[str, Any], out: dict[str, Any], report: Report) -> 
         report.moved("runner", "train_cfg (EpochBasedTrainLoop)")
     elif kind == "IterBasedRunner":
         if "max_iters" not in runner:
-            raise ConfigConversionError("runner.max_iters", runner, "IterBasedRunner needs max_iters; 3.x "
-                                        "writes it as train_cfg=dict(type='IterBasedTrainLoop', max_iters=N).")
+            raise ConfigConversionError(
+                "runner.max_iters",
+                runner,
+                "IterBasedRunner needs max_iters; 3.x "
+                "writes it as train_cfg=dict(type='IterBasedTrainLoop', max_iters=N).",
+            )
         loop = Loop(False, int(runner["max_iters"]))
         out["train_cfg"] = {"type": "IterBasedTrainLoop", "max_iters": loop.length, "val_interval": 1}
         report.moved("runner", "train_cfg (IterBasedTrainLoop)")
     else:
-        raise ConfigConversionError("runner.type", kind, "3.x offers EpochBasedTrainLoop (from EpochBasedRunner) "
-                                    "and IterBasedTrainLoop (from IterBasedRunner) as train_cfg.type.")
+        raise ConfigConversionError(
+            "runner.type",
+            kind,
+            "3.x offers EpochBasedTrainLoop (from EpochBasedRunner) "
+            "and IterBasedTrainLoop (from IterBasedRunner) as train_cfg.type.",
+        )
     out["val_cfg"] = {"type": "ValLoop"}
     out["test_cfg"] = {"type": "TestLoop"}
     workflow = src.pop("workflow", None)
     if workflow is not None:
         phases = [w[0] for w in workflow]
         if "val" in phases:
-            report.drop("workflow", "the ('val', N) phase computed validation losses in 2.x; 3.x has no such "
-                                    "phase (validation runs the evaluator every train_cfg.val_interval)")
+            report.drop(
+                "workflow",
+                "the ('val', N) phase computed validation losses in 2.x; 3.x has no such "
+                "phase (validation runs the evaluator every train_cfg.val_interval)",
+            )
         else:
             report.drop("workflow", "3.x trains by train_cfg; [('train', 1)] is its only meaning")
     return loop
@@ -105,13 +143,19 @@ def convert_optimizer(src: dict[str, Any], out: dict[str, Any], report: Report) 
             hook.pop("distributed", None)
             report.moved("optimizer_config (fp16)", "optim_wrapper (AmpOptimWrapper)")
         elif hook_type not in ("OptimizerHook", "GradientCumulativeOptimizerHook"):
-            raise ConfigConversionError("optimizer_config.type", hook_type, "3.x offers OptimWrapper (OptimizerHook), "
-                                        "clip_grad (grad_clip), accumulative_counts (GradientCumulativeOptimizerHook) "
-                                        "and AmpOptimWrapper (Fp16OptimizerHook); a custom optimizer hook must be "
-                                        "rewritten as a custom OptimWrapper.")
+            raise ConfigConversionError(
+                "optimizer_config.type",
+                hook_type,
+                "3.x offers OptimWrapper (OptimizerHook), "
+                "clip_grad (grad_clip), accumulative_counts (GradientCumulativeOptimizerHook) "
+                "and AmpOptimWrapper (Fp16OptimizerHook); a custom optimizer hook must be "
+                "rewritten as a custom OptimWrapper.",
+            )
         if hook.pop("detect_anomalous_params", False):
-            report.drop("optimizer_config.detect_anomalous_params", "3.x has no such check; set "
-                                                                    "find_unused_parameters=True to debug")
+            report.drop(
+                "optimizer_config.detect_anomalous_params",
+                "3.x has no such check; set find_unused_parameters=True to debug",
+            )
         for key in hook:
             report.drop(f"optimizer_config.{key}", "no 3.x equivalent")
         report.moved("optimizer_config", "optim_wrapper")
@@ -155,24 +199,41 @@ def _warmup(lr: dict[str, Any], report: Report) -> list[dict[str, Any]]:
         if by_epoch:
             # ExponentialLR keeps its per-step gamma when converted from epochs, and the number of
             # iterations per epoch is unknown here, so the growth rate cannot be written down.
-            raise ConfigConversionError("lr_config.warmup", "exp (with warmup_by_epoch=True)", "3.x writes an "
-                                        "exponential warm-up per iteration (ConstantLR + ExponentialLR over "
-                                        "warmup_iters iterations); give warmup_iters in iterations "
-                                        "(warmup_by_epoch=False), or use warmup='linear'.")
+            raise ConfigConversionError(
+                "lr_config.warmup",
+                "exp (with warmup_by_epoch=True)",
+                "3.x writes an "
+                "exponential warm-up per iteration (ConstantLR + ExponentialLR over "
+                "warmup_iters iterations); give warmup_iters in iterations "
+                "(warmup_by_epoch=False), or use warmup='linear'.",
+            )
         # 2.x: lr * ratio ** (1 - t / T) for t < T, then lr. MMEngine's schedulers multiply: a ConstantLR
         # that never ends sets the start (ratio), an ExponentialLR with gamma = ratio ** (-1 / T) grows it
         # for T steps, ending at ratio * gamma ** T == 1.
-        report.note(f"lr_config.warmup='exp': written as ConstantLR(factor={ratio}) (for the whole run) and "
-                    f"ExponentialLR(gamma=ratio ** (-1 / {iters})) over the first {iters} iterations")
-        return [{"type": "ConstantLR", "factor": ratio, "by_epoch": False, "begin": 0},
-                {"type": "ExponentialLR", "gamma": float(ratio) ** (-1.0 / iters), "by_epoch": False, "begin": 0,
-                 "end": iters + 1}]
-    raise ConfigConversionError("lr_config.warmup", kind, "3.x offers 'linear' (LinearLR), 'constant' "
-                                "(ConstantLR) and 'exp' (ConstantLR + ExponentialLR) warm-ups.")
+        report.note(
+            f"lr_config.warmup='exp': written as ConstantLR(factor={ratio}) (for the whole run) and "
+            f"ExponentialLR(gamma=ratio ** (-1 / {iters})) over the first {iters} iterations"
+        )
+        return [
+            {"type": "ConstantLR", "factor": ratio, "by_epoch": False, "begin": 0},
+            {
+                "type": "ExponentialLR",
+                "gamma": float(ratio) ** (-1.0 / iters),
+                "by_epoch": False,
+                "begin": 0,
+                "end": iters + 1,
+            },
+        ]
+    raise ConfigConversionError(
+        "lr_config.warmup",
+        kind,
+        "3.x offers 'linear' (LinearLR), 'constant' (ConstantLR) and 'exp' (ConstantLR + ExponentialLR) warm-ups.",
+    )
 
 
-def convert_lr_config(src: dict[str, Any], out: dict[str, Any], report: Report, loop: Loop,
-                      base_lr: float | None) -> None:
+def convert_lr_config(
+    src: dict[str, Any], out: dict[str, Any], report: Report, loop: Loop, base_lr: float | None
+) -> None:
     lr = src.pop("lr_config", None)
     momentum = src.pop("momentum_config", None)
     if lr is None and momentum is None:
@@ -208,16 +269,20 @@ def _min_lr(lr: dict[str, Any], target: dict[str, Any]) -> None:
         target["eta_min_ratio"] = lr.pop("min_lr_ratio")
 
 
-def _main_policy(policy: Any, lr: dict[str, Any], loop: Loop, by_epoch: bool,
-                 base_lr: float | None) -> dict[str, Any] | None:
+def _main_policy(
+    policy: Any, lr: dict[str, Any], loop: Loop, by_epoch: bool, base_lr: float | None
+) -> dict[str, Any] | None:
     span = _span(loop, by_epoch)
     if policy == "step":
         step = lr.pop("step")
         gamma = lr.pop("gamma", 0.1)
         if lr.pop("min_lr", None) is not None:
             # MultiStepLR has no floor; a floor above the decayed lr would change meaning silently.
-            raise ConfigConversionError("lr_config.min_lr", "(with policy='step')", "3.x's MultiStepLR/StepLR have "
-                                        "no minimum lr; remove min_lr or write param_scheduler by hand.")
+            raise ConfigConversionError(
+                "lr_config.min_lr",
+                "(with policy='step')",
+                "3.x's MultiStepLR/StepLR have no minimum lr; remove min_lr or write param_scheduler by hand.",
+            )
         if isinstance(step, int):
             return {"type": "StepLR", "step_size": step, "gamma": gamma, **span}
         return {"type": "MultiStepLR", **span, "milestones": list(step), "gamma": gamma}
@@ -239,15 +304,26 @@ def _main_policy(policy: Any, lr: dict[str, Any], loop: Loop, by_epoch: bool,
     if policy == "exp":
         return {"type": "ExponentialLR", "gamma": lr.pop("gamma"), **span}
     if policy == "CosineRestart":
-        target = {"type": "CosineRestartLR", "periods": list(lr.pop("periods")),
-                  "restart_weights": list(lr.pop("restart_weights", [1] * len(lr.get("periods", [1])))), **span}
+        target = {
+            "type": "CosineRestartLR",
+            "periods": list(lr.pop("periods")),
+            "restart_weights": list(lr.pop("restart_weights", [1] * len(lr.get("periods", [1])))),
+            **span,
+        }
         _min_lr(lr, target)
         return target
     if policy == "OneCycle":
-        target = {"type": "OneCycleLR", "eta_max": lr.pop("max_lr"), "by_epoch": False,
-                  "total_steps": lr.pop("total_steps", None), "pct_start": lr.pop("pct_start", 0.3),
-                  "anneal_strategy": lr.pop("anneal_strategy", "cos"), "div_factor": lr.pop("div_factor", 25),
-                  "final_div_factor": lr.pop("final_div_factor", 1e4), "three_phase": lr.pop("three_phase", False)}
+        target = {
+            "type": "OneCycleLR",
+            "eta_max": lr.pop("max_lr"),
+            "by_epoch": False,
+            "total_steps": lr.pop("total_steps", None),
+            "pct_start": lr.pop("pct_start", 0.3),
+            "anneal_strategy": lr.pop("anneal_strategy", "cos"),
+            "div_factor": lr.pop("div_factor", 25),
+            "final_div_factor": lr.pop("final_div_factor", 1e4),
+            "three_phase": lr.pop("three_phase", False),
+        }
         if target["total_steps"] is None:
             target.pop("total_steps")
             if not loop.by_epoch:
@@ -255,10 +331,14 @@ def _main_policy(policy: Any, lr: dict[str, Any], loop: Loop, by_epoch: bool,
             else:
                 target.update(by_epoch=True, convert_to_iter_based=True, begin=0, end=loop.length)
         return target
-    raise ConfigConversionError("lr_config.policy", policy, "3.x's param_scheduler offers these 2.x policies: "
-                                + ", ".join(repr(p) for p in _SUPPORTED_POLICIES)
-                                + " (as MultiStepLR/StepLR, CosineAnnealingLR, PolyLR, ExponentialLR, "
-                                "CosineRestartLR, OneCycleLR, ...); write param_scheduler=[...] by hand for others.")
+    raise ConfigConversionError(
+        "lr_config.policy",
+        policy,
+        "3.x's param_scheduler offers these 2.x policies: "
+        + ", ".join(repr(p) for p in _SUPPORTED_POLICIES)
+        + " (as MultiStepLR/StepLR, CosineAnnealingLR, PolyLR, ExponentialLR, "
+        "CosineRestartLR, OneCycleLR, ...); write param_scheduler=[...] by hand for others.",
+    )
 
 
 def _cyclic(cfg: dict[str, Any], loop: Loop, by_epoch: bool, key: str, kind: str) -> list[dict[str, Any]]:
@@ -280,35 +360,60 @@ def _cyclic(cfg: dict[str, Any], loop: Loop, by_epoch: bool, key: str, kind: str
     up_ratio = cfg.pop("step_ratio_up", 0.4)
     strategy = cfg.pop("anneal_strategy", "cos")
     cfg.pop("gamma", None)  # scales cycles after the first; there is one
-    offered = (f"3.x has no cyclic {kind.lower()} scheduler; mmfix writes one cycle of an IterBasedRunner run exactly "
-               f"(CosineAnnealing{kind} / Linear{kind} phases). Write "
-               "param_scheduler by hand (e.g. OneCycleLR for policy='OneCycle'), or use an IterBasedRunner "
-               "with cyclic_times=1.")
+    offered = (
+        f"3.x has no cyclic {kind.lower()} scheduler; mmfix writes one cycle of an IterBasedRunner run exactly "
+        f"(CosineAnnealing{kind} / Linear{kind} phases). Write "
+        "param_scheduler by hand (e.g. OneCycleLR for policy='OneCycle'), or use an IterBasedRunner "
+        "with cyclic_times=1."
+    )
     if times != 1:
         raise ConfigConversionError(f"{key}.cyclic_times", times, offered)
     r0, r1 = float(ratio[0]), float(ratio[1])
     if strategy == "linear" and not (0 < r0 <= 1 and 0 <= r1 <= r0):
         # Linear{kind} multiplies by factors in [0, 1]; a rising linear phase has no 3.x spelling.
-        raise ConfigConversionError(f"{key}.anneal_strategy", "linear (with a rising phase)", "3.x's Linear"
-                                    f"{kind} only lowers a value; anneal_strategy='cos' converts exactly. " + offered)
+        raise ConfigConversionError(
+            f"{key}.anneal_strategy",
+            "linear (with a rising phase)",
+            f"3.x's Linear{kind} only lowers a value; anneal_strategy='cos' converts exactly. " + offered,
+        )
     if loop.by_epoch or by_epoch:
-        raise ConfigConversionError(f"{key}.policy", "cyclic (in an epoch-based run)", "its phase lengths are "
-                                    "whole iterations of the run, unknown before the dataset is read: " + offered)
+        raise ConfigConversionError(
+            f"{key}.policy",
+            "cyclic (in an epoch-based run)",
+            "its phase lengths are whole iterations of the run, unknown before the dataset is read: " + offered,
+        )
     up = int(up_ratio * loop.length)
     if up < 1 or up >= loop.length or strategy not in ("cos", "linear"):
-        raise ConfigConversionError(f"{key}.step_ratio_up / anneal_strategy", (up_ratio, strategy),
-                                    "needs a first phase of at least one iteration and 'cos' or 'linear': "
-                                    + offered)
+        raise ConfigConversionError(
+            f"{key}.step_ratio_up / anneal_strategy",
+            (up_ratio, strategy),
+            "needs a first phase of at least one iteration and 'cos' or 'linear': " + offered,
+        )
     span = {"by_epoch": False}
     if strategy == "cos":
         # eta_min_ratio is relative to each group's initial value, as 2.x's ratios were.
-        return [{"type": f"CosineAnnealing{kind}", "T_max": up, "eta_min_ratio": r0, "begin": 0, "end": up + 1,
-                 **span},
-                {"type": f"CosineAnnealing{kind}", "T_max": loop.length - up, "eta_min_ratio": r1, "begin": up,
-                 "end": loop.length, **span}]
-    return [{"type": f"Linear{kind}", "start_factor": 1.0, "end_factor": r0, "begin": 0, "end": up + 1, **span},
-            {"type": f"Linear{kind}", "start_factor": 1.0, "end_factor": r1 / r0, "begin": up,
-             "end": loop.length + 1, **span}]
+        return [
+            {"type": f"CosineAnnealing{kind}", "T_max": up, "eta_min_ratio": r0, "begin": 0, "end": up + 1, **span},
+            {
+                "type": f"CosineAnnealing{kind}",
+                "T_max": loop.length - up,
+                "eta_min_ratio": r1,
+                "begin": up,
+                "end": loop.length,
+                **span,
+            },
+        ]
+    return [
+        {"type": f"Linear{kind}", "start_factor": 1.0, "end_factor": r0, "begin": 0, "end": up + 1, **span},
+        {
+            "type": f"Linear{kind}",
+            "start_factor": 1.0,
+            "end_factor": r1 / r0,
+            "begin": up,
+            "end": loop.length + 1,
+            **span,
+        },
+    ]
 
 
 def _yolox(lr: dict[str, Any], loop: Loop, base_lr: float | None, report: Report) -> list[dict[str, Any]]:
@@ -320,12 +425,22 @@ def _yolox(lr: dict[str, Any], loop: Loop, base_lr: float | None, report: Report
     last = lr.pop("num_last_epochs", 15)
     ratio = lr.pop("min_lr_ratio", 0.05)
     if not (loop.by_epoch and warm_by_epoch):
-        raise ConfigConversionError("lr_config.policy", "YOLOX", "3.x writes YOLOX's schedule by epochs "
-                                    "(QuadraticWarmupLR, CosineAnnealingLR, ConstantLR); this config is not "
-                                    "epoch-based. Write param_scheduler by hand.")
+        raise ConfigConversionError(
+            "lr_config.policy",
+            "YOLOX",
+            "3.x writes YOLOX's schedule by epochs "
+            "(QuadraticWarmupLR, CosineAnnealingLR, ConstantLR); this config is not "
+            "epoch-based. Write param_scheduler by hand.",
+        )
     end = loop.length - last
-    cosine: dict[str, Any] = {"type": "CosineAnnealingLR", "begin": warm, "T_max": end - warm, "end": end,
-                              "by_epoch": True, "convert_to_iter_based": True}
+    cosine: dict[str, Any] = {
+        "type": "CosineAnnealingLR",
+        "begin": warm,
+        "T_max": end - warm,
+        "end": end,
+        "by_epoch": True,
+        "convert_to_iter_based": True,
+    }
     if base_lr is not None:
         cosine["eta_min"] = base_lr * ratio
     else:
@@ -342,8 +457,14 @@ def _momentum(momentum: dict[str, Any], loop: Loop) -> list[dict[str, Any]]:
     by_epoch = momentum.pop("by_epoch", policy not in ("cyclic", "Cyclic", "OneCycle"))
     span = _span(loop, by_epoch)
     if policy == "step":
-        return [{"type": "MultiStepMomentum", **span, "milestones": list(momentum.pop("step")),
-                 "gamma": momentum.pop("gamma", 0.1)}]
+        return [
+            {
+                "type": "MultiStepMomentum",
+                **span,
+                "milestones": list(momentum.pop("step")),
+                "gamma": momentum.pop("gamma", 0.1),
+            }
+        ]
     if policy == "CosineAnnealing":
         target = {"type": "CosineAnnealingMomentum", "T_max": loop.length, **span}
         if "min_momentum" in momentum:
@@ -353,9 +474,13 @@ def _momentum(momentum: dict[str, Any], loop: Loop) -> list[dict[str, Any]]:
         return [target]
     if policy in ("cyclic", "Cyclic"):
         return _cyclic(momentum, loop, by_epoch, "momentum_config", "Momentum")
-    raise ConfigConversionError("momentum_config.policy", policy, "3.x offers MultiStepMomentum (policy='step'), "
-                                "CosineAnnealingMomentum (policy='CosineAnnealing') and, for one cycle of an "
-                                "iteration-based run, policy='cyclic'. Write param_scheduler by hand for others.")
+    raise ConfigConversionError(
+        "momentum_config.policy",
+        policy,
+        "3.x offers MultiStepMomentum (policy='step'), "
+        "CosineAnnealingMomentum (policy='CosineAnnealing') and, for one cycle of an "
+        "iteration-based run, policy='cyclic'. Write param_scheduler by hand for others.",
+    )
 
 
 # ----------------------------------------------------------------------------- runtime
@@ -368,8 +493,14 @@ _VIS_BACKENDS = {
 }
 
 
-def convert_runtime(src: dict[str, Any], out: dict[str, Any], report: Report, loop: Loop,
-                    visualizer_type: str, visualization_hook: str | None) -> None:
+def convert_runtime(
+    src: dict[str, Any],
+    out: dict[str, Any],
+    report: Report,
+    loop: Loop,
+    visualizer_type: str,
+    visualization_hook: str | None,
+) -> None:
     hooks: dict[str, Any] = {
         "timer": {"type": "IterTimerHook"},
         "logger": {"type": "LoggerHook", "interval": 50},
@@ -405,10 +536,14 @@ def convert_runtime(src: dict[str, Any], out: dict[str, Any], report: Report, lo
         for entry in log.get("hooks", []):
             kind = entry.get("type")
             if kind not in _VIS_BACKENDS:
-                raise ConfigConversionError("log_config.hooks", kind, "3.x logs through LoggerHook and visualizer "
-                                            "backends: TextLoggerHook, TensorboardLoggerHook (TensorboardVisBackend), "
-                                            "WandbLoggerHook (WandbVisBackend) and MlflowLoggerHook "
-                                            "(MLflowVisBackend) convert.")
+                raise ConfigConversionError(
+                    "log_config.hooks",
+                    kind,
+                    "3.x logs through LoggerHook and visualizer "
+                    "backends: TextLoggerHook, TensorboardLoggerHook (TensorboardVisBackend), "
+                    "WandbLoggerHook (WandbVisBackend) and MlflowLoggerHook "
+                    "(MLflowVisBackend) convert.",
+                )
             backend = _VIS_BACKENDS[kind]
             if backend is None:
                 continue
@@ -424,10 +559,14 @@ def convert_runtime(src: dict[str, Any], out: dict[str, Any], report: Report, lo
     out["visualizer"] = {"type": visualizer_type, "vis_backends": vis_backends, "name": "visualizer"}
     out["log_processor"] = {"type": "LogProcessor", "window_size": 50, "by_epoch": loop.by_epoch}
 
-    env: dict[str, Any] = {"cudnn_benchmark": src.pop("cudnn_benchmark", False),
-                           "mp_cfg": {"mp_start_method": src.pop("mp_start_method", "fork"),
-                                      "opencv_num_threads": src.pop("opencv_num_threads", 0)},
-                           "dist_cfg": dict(src.pop("dist_params", {"backend": "nccl"}))}
+    env: dict[str, Any] = {
+        "cudnn_benchmark": src.pop("cudnn_benchmark", False),
+        "mp_cfg": {
+            "mp_start_method": src.pop("mp_start_method", "fork"),
+            "opencv_num_threads": src.pop("opencv_num_threads", 0),
+        },
+        "dist_cfg": dict(src.pop("dist_params", {"backend": "nccl"})),
+    }
     report.moved("dist_params / cudnn_benchmark / mp_start_method / opencv_num_threads", "env_cfg")
     out["env_cfg"] = env
     resume_from = src.pop("resume_from", None)
@@ -448,8 +587,7 @@ def convert_runtime(src: dict[str, Any], out: dict[str, Any], report: Report, lo
         out["auto_scale_lr"] = src.pop("auto_scale_lr")
 
 
-def convert_custom_hooks(src: dict[str, Any], out: dict[str, Any], report: Report,
-                         renames: dict[str, Any]) -> None:
+def convert_custom_hooks(src: dict[str, Any], out: dict[str, Any], report: Report, renames: dict[str, Any]) -> None:
     hooks = src.pop("custom_hooks", None)
     if hooks is None:
         return
@@ -470,7 +608,10 @@ def convert_custom_hooks(src: dict[str, Any], out: dict[str, Any], report: Repor
 def ema_hook(hook: dict[str, Any], report: Report) -> dict[str, Any]:
     """2.x ExpMomentumEMAHook / LinearMomentumEMAHook -> 3.x EMAHook with the matching EMA model."""
     kind = hook.pop("type")
-    target: dict[str, Any] = {"type": "EMAHook", "ema_type": "ExpMomentumEMA" if kind.startswith("Exp") else "LinearMomentumEMA"}
+    target: dict[str, Any] = {
+        "type": "EMAHook",
+        "ema_type": "ExpMomentumEMA" if kind.startswith("Exp") else "LinearMomentumEMA",
+    }
     for key in ("momentum", "gamma", "interval", "priority", "resume_from"):
         if key in hook:
             target[key] = hook.pop(key)
@@ -480,11 +621,15 @@ def ema_hook(hook: dict[str, Any], report: Report) -> dict[str, Any]:
     return target
 
 
-def dataloader(batch_size: int, num_workers: int, shuffle: bool, dataset: dict[str, Any],
-               **extra: Any) -> dict[str, Any]:
+def dataloader(
+    batch_size: int, num_workers: int, shuffle: bool, dataset: dict[str, Any], **extra: Any
+) -> dict[str, Any]:
     """A 3.x dataloader dict from the 2.x per-GPU batch size and workers."""
-    loader: dict[str, Any] = {"batch_size": batch_size, "num_workers": num_workers,
-                              "persistent_workers": num_workers > 0}
+    loader: dict[str, Any] = {
+        "batch_size": batch_size,
+        "num_workers": num_workers,
+        "persistent_workers": num_workers > 0,
+    }
     if not shuffle:
         loader["drop_last"] = False
     loader["sampler"] = {"type": "DefaultSampler", "shuffle": shuffle}

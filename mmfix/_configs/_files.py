@@ -1,4 +1,5 @@
 """Reading a config file for conversion, and writing the converted one out (``mmfix convert-config``)."""
+
 from __future__ import annotations
 
 import ast
@@ -42,15 +43,23 @@ def own_keys(filename: str) -> set[str]:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict":
             items = [(kw.arg, kw.value) for kw in node.keywords if kw.arg]
         elif isinstance(node, ast.Dict):
-            items = [(k.value, v) for k, v in zip(node.keys, node.values)
-                     if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+            items = [
+                (k.value, v)
+                for k, v in zip(node.keys, node.values)
+                if isinstance(k, ast.Constant) and isinstance(k.value, str)
+            ]
         for key, value in items:
             keys.add(f"{prefix}.{key}")
             walk(value, f"{prefix}.{key}")
 
     for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
-            node, (ast.AnnAssign, ast.AugAssign)) else []
+        targets = (
+            node.targets
+            if isinstance(node, ast.Assign)
+            else [node.target]
+            if isinstance(node, (ast.AnnAssign, ast.AugAssign))
+            else []
+        )
         for target in targets:
             if isinstance(target, ast.Name):
                 keys.add(target.id)
@@ -64,8 +73,11 @@ def render(path: str, converted: dict[str, Any], report: Report) -> str:
     """A self-contained 3.x config: a header saying what was done, then every key."""
     from mmengine.config import Config
 
-    header = [f"# MMDetection 3.x config converted by mmfix from the 2.x config {os.path.basename(path)}",
-              "# (its _base_ files are merged in: this file stands alone).", "#"]
+    header = [
+        f"# MMDetection 3.x config converted by mmfix from the 2.x config {os.path.basename(path)}",
+        "# (its _base_ files are merged in: this file stands alone).",
+        "#",
+    ]
     header += [f"# {line}" for line in report.lines()]
     body = Config(converted).pretty_text
     return "\n".join(header) + "\n\n" + body

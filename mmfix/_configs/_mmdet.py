@@ -4,6 +4,7 @@ The 2.x pipeline did what 3.x's data preprocessor does (Normalize, Pad, to_rgb) 
 what PackDetInputs does (DefaultFormatBundle, Collect, ImageToTensor); those parts
 move into ``model.data_preprocessor`` and one packing transform.
 """
+
 from __future__ import annotations
 
 import copy
@@ -16,21 +17,49 @@ from ._report import Report
 LEGACY_DATA_KEYS = ("data", "evaluation")
 
 _TEST_META_KEYS = ("img_id", "img_path", "ori_shape", "img_shape", "scale_factor")
-_PACKING = ("DefaultFormatBundle", "Collect", "ImageToTensor", "ToTensor", "Transpose", "ToDataContainer",
-            "FormatShape")
+_PACKING = (
+    "DefaultFormatBundle",
+    "Collect",
+    "ImageToTensor",
+    "ToTensor",
+    "Transpose",
+    "ToDataContainer",
+    "FormatShape",
+)
 _METRICS = {  # dataset type -> 3.x metric type
-    "CocoDataset": "CocoMetric", "DeepFashionDataset": "CocoMetric", "Objects365V1Dataset": "CocoMetric",
-    "Objects365V2Dataset": "CocoMetric", "CityscapesDataset": "CocoMetric",
-    "LVISV05Dataset": "LVISMetric", "LVISV1Dataset": "LVISMetric", "LVISDataset": "LVISMetric",
-    "VOCDataset": "VOCMetric", "WIDERFaceDataset": "VOCMetric", "XMLDataset": "VOCMetric",
-    "CocoPanopticDataset": "CocoPanopticMetric", "OpenImagesDataset": "OpenImagesMetric",
+    "CocoDataset": "CocoMetric",
+    "DeepFashionDataset": "CocoMetric",
+    "Objects365V1Dataset": "CocoMetric",
+    "Objects365V2Dataset": "CocoMetric",
+    "CityscapesDataset": "CocoMetric",
+    "LVISV05Dataset": "LVISMetric",
+    "LVISV1Dataset": "LVISMetric",
+    "LVISDataset": "LVISMetric",
+    "VOCDataset": "VOCMetric",
+    "WIDERFaceDataset": "VOCMetric",
+    "XMLDataset": "VOCMetric",
+    "CocoPanopticDataset": "CocoPanopticMetric",
+    "OpenImagesDataset": "OpenImagesMetric",
     "OpenImagesChallengeDataset": "OpenImagesMetric",
 }
 # Anchor heads that sampled with PseudoSampler implicitly in 2.x (sampling=False) and whose 3.x
 # configs spell it out; the others (ATSS, GFL, FCOS, ...) still choose it themselves in 3.x.
-_PSEUDO_SAMPLER_HEADS = frozenset((
-    "RetinaHead", "FreeAnchorRetinaHead", "GARetinaHead", "PISARetinaHead", "RetinaSepBNHead", "SABLRetinaHead",
-    "FSAFHead", "SSDHead", "PISASSDHead", "YOLACTHead", "AnchorHead", "GuidedAnchorHead"))
+_PSEUDO_SAMPLER_HEADS = frozenset(
+    (
+        "RetinaHead",
+        "FreeAnchorRetinaHead",
+        "GARetinaHead",
+        "PISARetinaHead",
+        "RetinaSepBNHead",
+        "SABLRetinaHead",
+        "FSAFHead",
+        "SSDHead",
+        "PISASSDHead",
+        "YOLACTHead",
+        "AnchorHead",
+        "GuidedAnchorHead",
+    )
+)
 _WRAPPERS = ("RepeatDataset", "ClassBalancedDataset", "ConcatDataset", "MultiImageMixDataset")
 
 
@@ -55,8 +84,11 @@ def _pad_values(pad_val: Any) -> dict[str, Any]:
     if not isinstance(pad_val, dict):
         pad_val = {"img": pad_val}
     out: dict[str, Any] = {}
-    for key, target, default in (("img", "pad_value", 0), ("masks", "mask_pad_value", 0),
-                                 ("seg", "seg_pad_value", 255)):
+    for key, target, default in (
+        ("img", "pad_value", 0),
+        ("masks", "mask_pad_value", 0),
+        ("seg", "seg_pad_value", 255),
+    ):
         if key in pad_val and pad_val[key] != default:
             out[target] = pad_val[key]
     return out
@@ -86,11 +118,15 @@ def _resize(t: dict[str, Any], report: Report, scale_from_aug: Any = None) -> di
         return {"type": "RandomChoiceResize", "scales": scales, "keep_ratio": keep, **extra}
     if mode == "range":
         if len(scales) != 2:
-            raise ConfigConversionError("Resize.img_scale", img_scale, "multiscale_mode='range' takes exactly two "
-                                        "scales (3.x RandomResize(scale=[low, high]))")
+            raise ConfigConversionError(
+                "Resize.img_scale",
+                img_scale,
+                "multiscale_mode='range' takes exactly two scales (3.x RandomResize(scale=[low, high]))",
+            )
         return {"type": "RandomResize", "scale": scales, "keep_ratio": keep, **extra}
-    raise ConfigConversionError("Resize.multiscale_mode", mode, "3.x offers RandomResize ('range') and "
-                                "RandomChoiceResize ('value').")
+    raise ConfigConversionError(
+        "Resize.multiscale_mode", mode, "3.x offers RandomResize ('range') and RandomChoiceResize ('value')."
+    )
 
 
 def _backend(t: dict[str, Any]) -> None:
@@ -116,19 +152,38 @@ def _broadcast_proposals(pipeline: list[dict[str, Any]]) -> list[dict[str, Any]]
     return out
 
 
-def convert_pipeline(pipeline: list[dict[str, Any]], report: Report, state: _State, *, test: bool,
-                     where: str, annotations: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    out = _convert_pipeline(pipeline, report, state, test=test, where=where,
-                            annotations=None if any(t.get("type") == "LoadProposals" for t in pipeline)
-                            else annotations)
+def convert_pipeline(
+    pipeline: list[dict[str, Any]],
+    report: Report,
+    state: _State,
+    *,
+    test: bool,
+    where: str,
+    annotations: dict[str, Any] | None = None,
+) -> list[dict[str, Any]]:
+    out = _convert_pipeline(
+        pipeline,
+        report,
+        state,
+        test=test,
+        where=where,
+        annotations=None if any(t.get("type") == "LoadProposals" for t in pipeline) else annotations,
+    )
     if any(t.get("type") == "LoadProposals" for t in out):
         out = _broadcast_proposals(out)
         report.note(f"{where}: proposals follow Resize/RandomFlip through ProposalBroadcaster, as they did in 2.x")
     return out
 
 
-def _convert_pipeline(pipeline: list[dict[str, Any]], report: Report, state: _State, *, test: bool,
-                      where: str, annotations: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+def _convert_pipeline(
+    pipeline: list[dict[str, Any]],
+    report: Report,
+    state: _State,
+    *,
+    test: bool,
+    where: str,
+    annotations: dict[str, Any] | None = None,
+) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     packed = False
     for t in copy.deepcopy(list(pipeline)):
@@ -168,8 +223,13 @@ def _transform(t: dict[str, Any], report: Report, state: _State, *, test: bool, 
             # (128, 128, 128) applied before Normalize stays a Pad transform (the preprocessor's
             # padding is then a no-op on these already divisible images).
             return {"type": "Pad", "size_divisor": t["size_divisor"], "pad_val": {"img": image_value}}
-        if "size" in t and not test and not t.get("pad_to_square") and isinstance(t.get("pad_val", 0), (int, float)) \
-                and not t.get("pad_val", 0):
+        if (
+            "size" in t
+            and not test
+            and not t.get("pad_to_square")
+            and isinstance(t.get("pad_val", 0), (int, float))
+            and not t.get("pad_val", 0)
+        ):
             # A fixed-size zero pad after Normalize: 3.x pads the normalised batch to that size.
             state.batch_pad = list(t["size"])
             report.moved(f"{where}: Pad(size)", "model.data_preprocessor.batch_augments (BatchFixedSizePad)")
@@ -195,8 +255,14 @@ def _transform(t: dict[str, Any], report: Report, state: _State, *, test: bool, 
         if "direction" in t:
             target["direction"] = t["direction"]
         return target
-    if kind in ("LoadImageFromFile", "LoadAnnotations", "LoadPanopticAnnotations", "LoadProposals",
-                "LoadMultiChannelImageFromFiles", "LoadImageFromWebcam"):
+    if kind in (
+        "LoadImageFromFile",
+        "LoadAnnotations",
+        "LoadPanopticAnnotations",
+        "LoadProposals",
+        "LoadMultiChannelImageFromFiles",
+        "LoadImageFromWebcam",
+    ):
         _backend(t)
         if kind == "LoadAnnotations":
             state.pad_mask = state.pad_mask or bool(t.get("with_mask"))
@@ -214,8 +280,10 @@ def _transform(t: dict[str, Any], report: Report, state: _State, *, test: bool, 
         t.pop("update_pad_shape", None)
         return t
     if kind == "AutoAugment":
-        policies = [[c for c in (_transform(dict(x), report, state, test=test, where=where) for x in policy) if c]
-                    for policy in t["policies"]]
+        policies = [
+            [c for c in (_transform(dict(x), report, state, test=test, where=where) for x in policy) if c]
+            for policy in t["policies"]
+        ]
         return {"type": "RandomChoice", "transforms": policies}
     if kind == "Expand":
         return t
@@ -228,8 +296,9 @@ def _transform(t: dict[str, Any], report: Report, state: _State, *, test: bool, 
     return t
 
 
-def _flip_aug(t: dict[str, Any], report: Report, state: _State, where: str,
-              annotations: dict[str, Any] | None) -> list[dict[str, Any]]:
+def _flip_aug(
+    t: dict[str, Any], report: Report, state: _State, where: str, annotations: dict[str, Any] | None
+) -> list[dict[str, Any]]:
     scales = t.get("img_scale")
     scale_list = scales if isinstance(scales, list) else [scales]
     flip = t.get("flip", False)
@@ -265,22 +334,38 @@ def _flip_aug(t: dict[str, Any], report: Report, state: _State, where: str,
     else:
         out.append({"type": "PackDetInputs", "meta_keys": _TEST_META_KEYS})
     if len(scale_list) > 1 or flip:
-        inner_steps = [x for x in out if x.get("type") not in ("Resize", "LoadAnnotations", "LoadPanopticAnnotations",
-                                                                  "PackDetInputs")]
-        state.tta = {"scales": scale_list if scales is not None else None, "flip": flip,
-                     "scale_factor": t.get("scale_factor"), "inner": inner_steps}
-        report.note(f"{where}: 2.x tested with test-time augmentation (scales {scale_list}, flip={flip}); 3.x runs "
-                    "TTA only with `tools/test.py --tta`: tta_model and tta_pipeline are written for it, and the "
-                    "plain test pipeline uses the first scale without flip")
+        inner_steps = [
+            x
+            for x in out
+            if x.get("type") not in ("Resize", "LoadAnnotations", "LoadPanopticAnnotations", "PackDetInputs")
+        ]
+        state.tta = {
+            "scales": scale_list if scales is not None else None,
+            "flip": flip,
+            "scale_factor": t.get("scale_factor"),
+            "inner": inner_steps,
+        }
+        report.note(
+            f"{where}: 2.x tested with test-time augmentation (scales {scale_list}, flip={flip}); 3.x runs "
+            "TTA only with `tools/test.py --tta`: tta_model and tta_pipeline are written for it, and the "
+            "plain test pipeline uses the first scale without flip"
+        )
     report.moved(f"{where}: MultiScaleFlipAug", "Resize + PackDetInputs")
     return out
 
 
-def _tta(cfg_out: dict[str, Any], tta: dict[str, Any], load: dict[str, Any], annotations: dict[str, Any] | None) -> None:
-    cfg_out["tta_model"] = {"type": "DetTTAModel",
-                            "tta_cfg": {"nms": {"type": "nms", "iou_threshold": 0.5}, "max_per_img": 100}}
-    flips = [{"type": "RandomFlip", "prob": 1.0}, {"type": "RandomFlip", "prob": 0.0}] if tta["flip"] else \
-        [{"type": "RandomFlip", "prob": 0.0}]
+def _tta(
+    cfg_out: dict[str, Any], tta: dict[str, Any], load: dict[str, Any], annotations: dict[str, Any] | None
+) -> None:
+    cfg_out["tta_model"] = {
+        "type": "DetTTAModel",
+        "tta_cfg": {"nms": {"type": "nms", "iou_threshold": 0.5}, "max_per_img": 100},
+    }
+    flips = (
+        [{"type": "RandomFlip", "prob": 1.0}, {"type": "RandomFlip", "prob": 0.0}]
+        if tta["flip"]
+        else [{"type": "RandomFlip", "prob": 0.0}]
+    )
     if tta["scales"] is not None:
         resizes = [{"type": "Resize", "scale": tuple(s), "keep_ratio": True} for s in tta["scales"]]
     else:
@@ -295,8 +380,9 @@ def _tta(cfg_out: dict[str, Any], tta: dict[str, Any], load: dict[str, Any], ann
 
 
 # ----------------------------------------------------------------------------- datasets
-def _dataset(ds: dict[str, Any], report: Report, state: _State, *, test: bool, where: str,
-             annotations: dict[str, Any] | None) -> dict[str, Any]:
+def _dataset(
+    ds: dict[str, Any], report: Report, state: _State, *, test: bool, where: str, annotations: dict[str, Any] | None
+) -> dict[str, Any]:
     ds = dict(ds)
     kind = ds.get("type")
     ds.pop("samples_per_gpu", None)
@@ -305,11 +391,13 @@ def _dataset(ds: dict[str, Any], report: Report, state: _State, *, test: bool, w
         if "dataset" in ds:
             ds["dataset"] = _dataset(ds["dataset"], report, state, test=test, where=where, annotations=annotations)
         if "datasets" in ds:
-            ds["datasets"] = [_dataset(d, report, state, test=test, where=where, annotations=annotations)
-                              for d in ds["datasets"]]
+            ds["datasets"] = [
+                _dataset(d, report, state, test=test, where=where, annotations=annotations) for d in ds["datasets"]
+            ]
         if "pipeline" in ds:
-            ds["pipeline"] = convert_pipeline(ds["pipeline"], report, state, test=test, where=where,
-                                              annotations=annotations)
+            ds["pipeline"] = convert_pipeline(
+                ds["pipeline"], report, state, test=test, where=where, annotations=annotations
+            )
         if kind == "ConcatDataset":
             ds.pop("separate_eval", None)
         return ds
@@ -347,9 +435,11 @@ def _dataset(ds: dict[str, Any], report: Report, state: _State, *, test: bool, w
     elif open_images:
         # 2.x's OpenImagesDataset never filtered images (and warned that it could not).
         if "meta_file" not in ds:
-            report.note(f"{where}: 3.x's {kind} reads image sizes from meta_file (a pickle made by "
-                        "tools/misc/get_image_metas.py), where 2.x read them from the images: set "
-                        f"{where}.meta_file before training")
+            report.note(
+                f"{where}: 3.x's {kind} reads image sizes from meta_file (a pickle made by "
+                "tools/misc/get_image_metas.py), where 2.x read them from the images: set "
+                f"{where}.meta_file before training"
+            )
     else:
         # 2.x dropped images smaller than 32 px and (by default) without boxes when training.
         ds["filter_cfg"] = {"filter_empty_gt": filter_empty, "min_size": 32}
@@ -359,16 +449,22 @@ def _dataset(ds: dict[str, Any], report: Report, state: _State, *, test: bool, w
             ds.pop("filter_cfg")
     _backend(ds)
     if "pipeline" in ds:
-        ds["pipeline"] = convert_pipeline(ds["pipeline"], report, state, test=test, where=where,
-                                          annotations=annotations)
+        ds["pipeline"] = convert_pipeline(
+            ds["pipeline"], report, state, test=test, where=where, annotations=annotations
+        )
         if open_images:
             for t in ds["pipeline"]:
                 if t.get("type") == "LoadAnnotations" and t.pop("denorm_bbox", None) is not None:
-                    report.moved(f"{where}: LoadAnnotations.denorm_bbox", f"{where}.meta_file (3.x's {kind} "
-                                                                         "denormalises boxes itself)")
+                    report.moved(
+                        f"{where}: LoadAnnotations.denorm_bbox",
+                        f"{where}.meta_file (3.x's {kind} denormalises boxes itself)",
+                    )
                 if t.get("type") == "LoadAnnotations" and t.pop("normed_bbox", None) is not None:
-                    report.drop(f"{where}: LoadAnnotations.normed_bbox", "not an argument of 2.x's "
-                                "LoadAnnotations either (2.x failed on it); 3.x's dataset denormalises boxes")
+                    report.drop(
+                        f"{where}: LoadAnnotations.normed_bbox",
+                        "not an argument of 2.x's "
+                        "LoadAnnotations either (2.x failed on it); 3.x's dataset denormalises boxes",
+                    )
                 if test and t.get("type") == "PackDetInputs":
                     # OpenImagesMetric reads the ground truth and image-level labels from the meta.
                     keys = t.get("meta_keys") or _TEST_META_KEYS
@@ -391,8 +487,9 @@ def _annotations_of(pipeline: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 def _train_pipeline_of(ds: dict[str, Any]) -> list[dict[str, Any]]:
     while True:
-        if ds.get("pipeline") and any(t.get("type") in ("LoadAnnotations", "LoadPanopticAnnotations")
-                                      for t in ds["pipeline"]):
+        if ds.get("pipeline") and any(
+            t.get("type") in ("LoadAnnotations", "LoadPanopticAnnotations") for t in ds["pipeline"]
+        ):
             return ds["pipeline"]
         if ds.get("type") in _WRAPPERS:
             ds = ds["dataset"] if "dataset" in ds else ds["datasets"][0]
@@ -406,8 +503,12 @@ def convert_data(src: dict[str, Any], out: dict[str, Any], report: Report, loop:
     evaluation = src.pop("evaluation", None)
     if data is None:
         if evaluation is not None:
-            raise ConfigConversionError("evaluation", evaluation, "evaluation needs the 2.x `data` section "
-                                        "(its dataset type picks the 3.x metric); set val_evaluator instead.")
+            raise ConfigConversionError(
+                "evaluation",
+                evaluation,
+                "evaluation needs the 2.x `data` section "
+                "(its dataset type picks the 3.x metric); set val_evaluator instead.",
+            )
         return state
     data = dict(data)
     if "imgs_per_gpu" in data:  # 2.0's name, which 2.x still honoured (and preferred)
@@ -456,8 +557,10 @@ def convert_data(src: dict[str, Any], out: dict[str, Any], report: Report, loop:
         out[f"{name}_dataloader"] = loader
         report.moved(f"data.{name}", f"{name}_dataloader.dataset")
         if test and state.tta is not None and name == "test":
-            load = next((t for t in dataset.get("pipeline", []) if t.get("type") == "LoadImageFromFile"),
-                        {"type": "LoadImageFromFile"})
+            load = next(
+                (t for t in dataset.get("pipeline", []) if t.get("type") == "LoadImageFromFile"),
+                {"type": "LoadImageFromFile"},
+            )
             _tta(out, state.tta, load, anns)
     for key in data:
         report.drop(f"data.{key}", "no 3.x dataloader equivalent")
@@ -493,9 +596,13 @@ def _evaluators(evaluation: dict[str, Any] | None, out: dict[str, Any], report: 
         kind = ds.get("type")
         metric_type = _METRICS.get(str(kind))
         if metric_type is None:
-            raise ConfigConversionError(f"data.{name}.type", kind, "the 2.x `evaluation` of a dataset "
-                                        "mmfix does not know cannot pick a 3.x metric; set val_evaluator / "
-                                        f"test_evaluator yourself. Known datasets: {', '.join(sorted(_METRICS))}.")
+            raise ConfigConversionError(
+                f"data.{name}.type",
+                kind,
+                "the 2.x `evaluation` of a dataset "
+                "mmfix does not know cannot pick a 3.x metric; set val_evaluator / "
+                f"test_evaluator yourself. Known datasets: {', '.join(sorted(_METRICS))}.",
+            )
         metric = evaluation.get("metric", "bbox" if metric_type == "CocoMetric" else "mAP")
         target: dict[str, Any] = {"type": metric_type}
         if metric_type in ("CocoMetric", "LVISMetric"):
@@ -517,8 +624,10 @@ def _evaluators(evaluation: dict[str, Any] | None, out: dict[str, Any], report: 
             target["seg_prefix"] = ds.get("data_prefix", {}).get("seg")
         out[f"{name}_evaluator"] = target
     if evaluation:
-        report.moved("evaluation", "val_evaluator / test_evaluator" + (" and train_cfg.val_interval"
-                                                                        if "train_cfg" in out else ""))
+        report.moved(
+            "evaluation",
+            "val_evaluator / test_evaluator" + (" and train_cfg.val_interval" if "train_cfg" in out else ""),
+        )
     for key in evaluation:
         if key not in ("metric", "classwise", "proposal_nums", "iou_thrs", "metric_items", "iou_thr"):
             report.drop(f"evaluation.{key}", "no 3.x evaluator equivalent")
@@ -537,8 +646,10 @@ def _pretrained(model: dict[str, Any], report: Report) -> None:
     if inherited is not None and inherited != {"type": "Pretrained", "checkpoint": pretrained}:
         # 2.x's ResNet refused this pair at build time ("init_cfg and pretrained cannot be specified at
         # the same time"); configs that set it meant the child's `pretrained` to replace the base's weights.
-        report.note(f"model.pretrained={pretrained!r} replaces the inherited model.backbone.init_cfg={inherited!r} "
-                    "(2.x refused the pair when building a ResNet)")
+        report.note(
+            f"model.pretrained={pretrained!r} replaces the inherited model.backbone.init_cfg={inherited!r} "
+            "(2.x refused the pair when building a ResNet)"
+        )
     backbone["init_cfg"] = {"type": "Pretrained", "checkpoint": pretrained}
     report.moved("model.pretrained", "model.backbone.init_cfg")
 
@@ -596,8 +707,10 @@ def _renamed_arguments(model: dict[str, Any], report: Report) -> None:
     _restructured_cfgs(model, report)
     teacher = model.get("teacher_config")
     if isinstance(teacher, str):
-        report.note(f"model.teacher_config={teacher!r} names a 2.x config file; 3.x renamed the official files, "
-                    "so point it at the teacher's 3.x config (or convert it with mmfix convert-config)")
+        report.note(
+            f"model.teacher_config={teacher!r} names a 2.x config file; 3.x renamed the official files, "
+            "so point it at the teacher's 3.x config (or convert it with mmfix convert-config)"
+        )
 
 
 def _restructured_cfgs(model: dict[str, Any], report: Report) -> None:
@@ -611,8 +724,12 @@ def _restructured_cfgs(model: dict[str, Any], report: Report) -> None:
             if key not in test_cfg:
                 test_cfg[key] = 0.5
         report.moved("YOLACT's fixed 0.5 mask threshold", "model.test_cfg.mask_thr / mask_thr_binary")
-    if model.get("type") == "PanopticFPN" and isinstance(test_cfg, dict) \
-            and isinstance(test_cfg.get("panoptic"), dict) and isinstance(test_cfg.get("rcnn"), dict):
+    if (
+        model.get("type") == "PanopticFPN"
+        and isinstance(test_cfg, dict)
+        and isinstance(test_cfg.get("panoptic"), dict)
+        and isinstance(test_cfg.get("rcnn"), dict)
+    ):
         # 2.x's PanopticFPN ran its own NMS with test_cfg.panoptic (score_thr, nms, max_per_img) and
         # binarised masks with panoptic.mask_thr_binary, never reading test_cfg.rcnn; 3.x's runs the
         # RoI head with test_cfg.rcnn and hands binary masks to the fusion head.
@@ -658,9 +775,11 @@ def convert_model(src: dict[str, Any], out: dict[str, Any], report: Report, stat
         if state.pad_mask and model.get("type") not in _MASKS_CROPPED_PER_ROI:
             pre["pad_mask"] = True
         elif state.pad_mask:
-            report.note(f"{model.get('type')}: masks are not padded with the batch (pad_mask left out, as in "
-                        "3.x's own configs): its mask heads crop each RoI's target from the unpadded mask, so "
-                        "2.x's padding of the masks made no difference")
+            report.note(
+                f"{model.get('type')}: masks are not padded with the batch (pad_mask left out, as in "
+                "3.x's own configs): its mask heads crop each RoI's target from the unpadded mask, so "
+                "2.x's padding of the masks made no difference"
+            )
         if state.pad_seg:
             pre["pad_seg"] = True
         if state.batch_pad is not None:
@@ -670,15 +789,25 @@ def convert_model(src: dict[str, Any], out: dict[str, Any], report: Report, stat
             lo, hi = model.pop("random_size_range")
             interval = model.pop("random_size_interval", 10)
             model.pop("input_size")
-            pre["batch_augments"] = [{"type": "BatchSyncRandomResize", "random_size_range": (lo * 32, hi * 32),
-                                      "size_divisor": 32, "interval": interval}]
+            pre["batch_augments"] = [
+                {
+                    "type": "BatchSyncRandomResize",
+                    "random_size_range": (lo * 32, hi * 32),
+                    "size_divisor": 32,
+                    "interval": interval,
+                }
+            ]
             report.moved("model.random_size_range", "model.data_preprocessor.batch_augments")
         model = {"type": model.pop("type"), "data_preprocessor": pre, **model}
         report.moved("pipeline Normalize/Pad", "model.data_preprocessor")
     train_cfg = model.get("train_cfg")
     head = (model.get("bbox_head") or {}).get("type") if isinstance(model.get("bbox_head"), dict) else None
-    if isinstance(train_cfg, dict) and "assigner" in train_cfg and "sampler" not in train_cfg \
-            and head in _PSEUDO_SAMPLER_HEADS:
+    if (
+        isinstance(train_cfg, dict)
+        and "assigner" in train_cfg
+        and "sampler" not in train_cfg
+        and head in _PSEUDO_SAMPLER_HEADS
+    ):
         # 2.x one-stage heads sampled with PseudoSampler implicitly; 3.x spells it out.
         train_cfg["sampler"] = {"type": "PseudoSampler"}
     _match_costs(model.get("train_cfg"), "xywh")

@@ -1,4 +1,5 @@
 """What a conversion did: converted keys, dropped keys, and changes of meaning worth a word."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -28,8 +29,9 @@ class Report:
         return {"converted": list(self.converted), "dropped": list(self.dropped), "notes": list(self.notes)}
 
     def summary(self) -> str:
-        return (f"{len(self.converted)} key(s) converted, {len(self.dropped)} dropped"
-                + (f", {len(self.notes)} note(s)" if self.notes else ""))
+        return f"{len(self.converted)} key(s) converted, {len(self.dropped)} dropped" + (
+            f", {len(self.notes)} note(s)" if self.notes else ""
+        )
 
     def lines(self) -> list[str]:
         out = [f"converted: {old} -> {new}" for old, new in self.converted]

@@ -5,6 +5,7 @@ The translator is pure; these are the impure parts of a launch: files exist and 
 port is free, the config's evaluators compute what the legacy flags ask for. Each problem is a
 ``LegacyUsageError``: one paragraph, exit status 2, nothing started.
 """
+
 from __future__ import annotations
 
 import os
@@ -130,8 +131,18 @@ def _config_problem(path: str) -> str | None:
     return None
 
 
-_LEGACY_CONFIG_WORDS = (b"samples_per_gpu", b"workers_per_gpu", b"imgs_per_gpu", b"lr_config", b"optimizer_config",
-                        b"checkpoint_config", b"log_config", b"img_norm_cfg", b"evaluation", b"runner")
+_LEGACY_CONFIG_WORDS = (
+    b"samples_per_gpu",
+    b"workers_per_gpu",
+    b"imgs_per_gpu",
+    b"lr_config",
+    b"optimizer_config",
+    b"checkpoint_config",
+    b"log_config",
+    b"img_norm_cfg",
+    b"evaluation",
+    b"runner",
+)
 
 
 def _mentions_2x_keys(path: str, depth: int = 4) -> bool:
@@ -157,8 +168,13 @@ def _mentions_2x_keys(path: str, depth: int = 4) -> bool:
 
 def _config_converts(config: str | None) -> str | None:
     """The conversion error of a 2.x config, checked before N workers start (None: fine or not ours)."""
-    if not config or not config.endswith(".py") or not os.path.isfile(config) or \
-            "legacy_config" in _settings.current().disabled_patches or not _mentions_2x_keys(config):
+    if (
+        not config
+        or not config.endswith(".py")
+        or not os.path.isfile(config)
+        or "legacy_config" in _settings.current().disabled_patches
+        or not _mentions_2x_keys(config)
+    ):
         return None
     try:
         from .._configs._files import load
@@ -191,12 +207,15 @@ def run_checks(plan: Plan, check_files: bool = True) -> Plan:
                 "MASTER_PORT unset: the launch then picks a free port by itself."
             )
         if kind == "config_file" and check_files and (problem := _config_problem(value)):
-            raise LegacyUsageError(f"{problem}. Nothing was started; fix the path or the file and run the "
-                                   "command again.")
+            raise LegacyUsageError(
+                f"{problem}. Nothing was started; fix the path or the file and run the command again."
+            )
         if kind == "checkpoint_file" and check_files and not os.path.isfile(value):
             what = "is not a file" if os.path.exists(value) else "does not exist"
-            raise LegacyUsageError(f"the checkpoint {value!r} {what} (relative to {os.getcwd()}). Nothing was "
-                                   "started; give the path of an existing .pth file.")
+            raise LegacyUsageError(
+                f"the checkpoint {value!r} {what} (relative to {os.getcwd()}). Nothing was "
+                "started; give the path of an existing .pth file."
+            )
         if kind == "evaluators" and check_files:
             _check_evaluators(value, next((a for a in argv if not a.startswith("-")), None))
         if kind == "collect_dir":
@@ -206,6 +225,8 @@ def run_checks(plan: Plan, check_files: bool = True) -> Plan:
                 argv.remove(pair)
                 if argv[-1] == "--cfg-options":
                     argv.pop()
-                notes.append(f"--tmpdir {value} dropped: this config's metric collects results through its own "
-                             "temporary directory in 3.x and takes no collect_dir")
+                notes.append(
+                    f"--tmpdir {value} dropped: this config's metric collects results through its own "
+                    "temporary directory in 3.x and takes no collect_dir"
+                )
     return dataclasses.replace(plan, argv=tuple(argv), notes=tuple(notes))

@@ -3,6 +3,7 @@ from the script's source, torchrun inside an srun step stopped in torchrun's own
 ``mmfix translate``'s static translation. The parse-time hook (``_patches.legacy_cli``) handles
 everything the source cannot say for certain.
 """
+
 from __future__ import annotations
 
 import os
@@ -71,10 +72,19 @@ def launch_early(launch_flags: tuple[str, ...]) -> None:
     if info is None:
         return
     try:
-        plan = run_checks(translate(argv[1:], os.environ, info, visible_gpus=gpus_without_cuda(),
-                                     program=argv[0], usable_cpus=usable_cpus(),
-                                     allow_cpu_oversubscribe=settings.allow_cpu_oversubscribe,
-                                     imports=script_imports(source), strict=parses_strictly(source)))
+        plan = run_checks(
+            translate(
+                argv[1:],
+                os.environ,
+                info,
+                visible_gpus=gpus_without_cuda(),
+                program=argv[0],
+                usable_cpus=usable_cpus(),
+                allow_cpu_oversubscribe=settings.allow_cpu_oversubscribe,
+                imports=script_imports(source),
+                strict=parses_strictly(source),
+            )
+        )
     except LegacyUsageError as exc:
         prog = os.path.basename(argv[0])
         usage = info.usage if isinstance(exc, UnknownArgumentsError) and info.usage else ""
@@ -106,10 +116,20 @@ def translate_statically(python: str, script: str, args: list[str]) -> dict[str,
         return None
     settings = _settings.current()
     try:
-        plan = run_checks(translate(args, os.environ, info, visible_gpus=gpus_without_cuda(), program=script,
-                                     usable_cpus=usable_cpus(), allow_cpu_oversubscribe=settings.allow_cpu_oversubscribe,
-                                     imports=script_imports(source), strict=parses_strictly(source)),
-                           check_files=False)
+        plan = run_checks(
+            translate(
+                args,
+                os.environ,
+                info,
+                visible_gpus=gpus_without_cuda(),
+                program=script,
+                usable_cpus=usable_cpus(),
+                allow_cpu_oversubscribe=settings.allow_cpu_oversubscribe,
+                imports=script_imports(source),
+                strict=parses_strictly(source),
+            ),
+            check_files=False,
+        )
     except UnknownArgumentsError as exc:
         exc.usage = info.usage or ""
         raise

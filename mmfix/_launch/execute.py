@@ -5,6 +5,7 @@ user started, so Ctrl-C, SIGTERM from a scheduler, and the exit status reach it
 and its workers directly, with no parent in between to forward or lose them,
 and nothing left behind when it ends.
 """
+
 from __future__ import annotations
 
 import os
@@ -27,8 +28,7 @@ def script_command() -> list[str]:
 
 def torchrun_argv(plan: Plan, program: Sequence[str], python: str | None = None) -> list[str]:
     assert plan.launch is not None
-    return [python or sys.executable, "-m", "torch.distributed.run", *plan.launch.torchrun_args(), *program,
-            *plan.argv]
+    return [python or sys.executable, "-m", "torch.distributed.run", *plan.launch.torchrun_args(), *program, *plan.argv]
 
 
 def worker_environment(plan: Plan, env: Mapping[str, str]) -> dict[str, str]:

@@ -1,4 +1,5 @@
 """Read what an argparse parser accepts into a ParserInfo (the translator's view of it)."""
+
 from __future__ import annotations
 
 import argparse
@@ -15,5 +16,9 @@ def parser_info(parser: argparse.ArgumentParser) -> ParserInfo:
                 options[option] = action.nargs
         elif not isinstance(action, argparse._SubParsersAction):
             positionals.append(action.dest)
-    return ParserInfo(options=options, positionals=tuple(positionals),
-                      allow_abbrev=getattr(parser, "allow_abbrev", True), usage=parser.format_usage())
+    return ParserInfo(
+        options=options,
+        positionals=tuple(positionals),
+        allow_abbrev=getattr(parser, "allow_abbrev", True),
+        usage=parser.format_usage(),
+    )

@@ -1,4 +1,5 @@
 """What a translated command will do: the plan the translator returns and the executor runs."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -44,8 +45,14 @@ class LaunchSpec:
     def torchrun_args(self) -> list[str]:
         if self.nnodes == 1 and self.master_port is None:
             return ["--standalone", "--nproc_per_node", str(self.nproc_per_node)]
-        args = ["--nnodes", str(self.nnodes), "--node_rank", str(self.node_rank),
-                "--nproc_per_node", str(self.nproc_per_node)]
+        args = [
+            "--nnodes",
+            str(self.nnodes),
+            "--node_rank",
+            str(self.node_rank),
+            "--nproc_per_node",
+            str(self.nproc_per_node),
+        ]
         if self.master_addr is not None:
             args += ["--master_addr", self.master_addr]
         if self.master_port is not None:

@@ -1,4 +1,5 @@
 """What a translation shows: the one log line of a launch, and ``mmfix translate``'s output."""
+
 from __future__ import annotations
 
 import os
@@ -26,22 +27,37 @@ def announce(original: list[str], command: list[str], plan: Plan) -> None:
     from .execute import describe
 
     env_note = " ".join(f"{k}={v} " for k, v in plan.env.items())
-    _log.info(f"command line translated: {describe(original)}  ->  {env_note}{describe(command)}  "
-              f"({'; '.join(plan.notes)})", key="translated")
+    _log.info(
+        f"command line translated: {describe(original)}  ->  {env_note}{describe(command)}  ({'; '.join(plan.notes)})",
+        key="translated",
+    )
     for warning in plan.warnings:
         _log.warning(warning, key=f"translate:{warning}")
 
 
-def translation_data(original: list[str], plan: Plan | None, reason: str | None,
-                     command: list[str] | None) -> dict[str, Any]:
+def translation_data(
+    original: list[str], plan: Plan | None, reason: str | None, command: list[str] | None
+) -> dict[str, Any]:
     """What `mmfix translate` shows: the original, the translated command, its environment and notes."""
     data: dict[str, Any] = {"original": original, "rules": plan.rules if plan is not None else ""}
     if plan is None or not plan.changed:
-        data.update(changed=False, reason=reason, command=original, env={}, notes=[],
-                    warnings=[] if plan is None else list(plan.warnings))
+        data.update(
+            changed=False,
+            reason=reason,
+            command=original,
+            env={},
+            notes=[],
+            warnings=[] if plan is None else list(plan.warnings),
+        )
     else:
-        data.update(changed=True, command=command, env=dict(plan.env), notes=list(plan.notes),
-                    warnings=list(plan.warnings), launch=None if plan.launch is None else vars(plan.launch))
+        data.update(
+            changed=True,
+            command=command,
+            env=dict(plan.env),
+            notes=list(plan.notes),
+            warnings=list(plan.warnings),
+            launch=None if plan.launch is None else vars(plan.launch),
+        )
     return data
 
 

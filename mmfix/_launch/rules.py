@@ -10,6 +10,7 @@ MMPose 0.29.0, MMDetection3D 1.0.0rc6 (their ``.mim/tools/train.py`` and ``test.
 against MMDetection 3.3.0, MMSegmentation 1.2.2, MMPretrain 1.2.0, MMPose 1.3.2 and
 MMDetection3D 1.4.0.
 """
+
 from __future__ import annotations
 
 import os
@@ -35,8 +36,22 @@ from .plan import ParserInfo
 #: out_items  MMClassification's --out-items -> MMPretrain's --out-item
 #: out_pkl    a .pkl --out whose 3.x meaning differs: refused with ``note``
 #: error      no 3.x meaning: refused with ``note``
-ACTIONS = ("topology", "resume", "auto", "cfg", "pairs", "option", "no_validate", "format", "collect",
-           "evaluators", "device", "out_items", "out_pkl", "error")
+ACTIONS = (
+    "topology",
+    "resume",
+    "auto",
+    "cfg",
+    "pairs",
+    "option",
+    "no_validate",
+    "format",
+    "collect",
+    "evaluators",
+    "device",
+    "out_items",
+    "out_pkl",
+    "error",
+)
 
 
 @dataclass(frozen=True)
@@ -90,103 +105,224 @@ _DET = Flag(("--deterministic",), 0, "cfg", "randomness.deterministic")
 _DIFF = Flag(("--diff-seed", "--diff_seed"), 0, "cfg", "randomness.diff_rank_seed")
 _DIFF_US = Flag(("--diff_seed", "--diff-seed"), 0, "cfg", "randomness.diff_rank_seed")
 _LOAD = Flag(("--load-from",), 1, "cfg", "load_from")
-_OPTIONS_TRAIN = Flag(("--options",), "+", "pairs", "", note="the old name of --cfg-options",
-                      old_name_of="--cfg-options")
+_OPTIONS_TRAIN = Flag(
+    ("--options",), "+", "pairs", "", note="the old name of --cfg-options", old_name_of="--cfg-options"
+)
 _GPU_COLLECT = Flag(("--gpu-collect",), 0, "cfg", "test_evaluator.collect_device", value="gpu")
 _TMPDIR = Flag(("--tmpdir",), 1, "collect", "test_evaluator.collect_dir")
-_FUSE = Flag(("--fuse-conv-bn",), 0, "error", note="3.x tools/test.py has no conv-bn fusion (it is a TODO there); "
-             "drop the flag, or fuse the model yourself with mmcv.cnn.fuse_conv_bn before testing")
-_AUTOSCALE = Flag(("--autoscale-lr",), 0, "option", "--auto-scale-lr",
-                  note="3.x scales the lr by total batch size / the config's auto_scale_lr.base_batch_size "
-                       "(2.x scaled it by the number of GPUs / 8)")
+_FUSE = Flag(
+    ("--fuse-conv-bn",),
+    0,
+    "error",
+    note="3.x tools/test.py has no conv-bn fusion (it is a TODO there); "
+    "drop the flag, or fuse the model yourself with mmcv.cnn.fuse_conv_bn before testing",
+)
+_AUTOSCALE = Flag(
+    ("--autoscale-lr",),
+    0,
+    "option",
+    "--auto-scale-lr",
+    note="3.x scales the lr by total batch size / the config's auto_scale_lr.base_batch_size "
+    "(2.x scaled it by the number of GPUs / 8)",
+)
 _DET_EVAL_OPTIONS = (("jsonfile_prefix", "outfile_prefix"),)
 
 MMDET = RuleSet(
-    "mmdet", "MMDetection 2.x -> 3.x", ("mmdet", "mmdetection"),
+    "mmdet",
+    "MMDetection 2.x -> 3.x",
+    ("mmdet", "mmdetection"),
     train=(_RESUME, _LOAD, _SEED, _DET, _DIFF, _NO_VAL, _OPTIONS_TRAIN, _AUTO, _GPUS, _GPU_IDS, _GPU_ID),
     test=(
         Flag(("--eval",), "+", "cfg", "test_evaluator.metric"),
         Flag(("--format-only",), 0, "format", "outfile_prefix"),
         Flag(("--eval-options",), "+", "pairs", "test_evaluator.", table=_DET_EVAL_OPTIONS),
-        Flag(("--options",), "+", "pairs", "test_evaluator.", note="in 2.x test.py the old name of --eval-options",
-             table=_DET_EVAL_OPTIONS, old_name_of="--eval-options"),
+        Flag(
+            ("--options",),
+            "+",
+            "pairs",
+            "test_evaluator.",
+            note="in 2.x test.py the old name of --eval-options",
+            table=_DET_EVAL_OPTIONS,
+            old_name_of="--eval-options",
+        ),
         _GPU_COLLECT,
         Flag(("--show-score-thr",), 1, "cfg", "default_hooks.visualization.score_thr", kind="float"),
-        _TMPDIR, _GPU_ID, _GPU_IDS, _GPUS, _FUSE,
+        _TMPDIR,
+        _GPU_ID,
+        _GPU_IDS,
+        _GPUS,
+        _FUSE,
     ),
 )
 
 _SEG_METRICS = (("mIoU", ""), ("mDice", ""), ("mFscore", ""))
 MMSEG = RuleSet(
-    "mmseg", "MMSegmentation 0.x -> 1.x", ("mmseg", "mmsegmentation"),
+    "mmseg",
+    "MMSegmentation 0.x -> 1.x",
+    ("mmseg", "mmsegmentation"),
     train=(_LOAD, _RESUME, _NO_VAL, _GPUS, _GPU_IDS, _GPU_ID, _SEED, _DIFF_US, _DET, _OPTIONS_TRAIN, _AUTO),
     test=(
         Flag(("--aug-test",), 0, "option", "--tta", note="the config's tta_pipeline/tta_model"),
-        Flag(("--out",), 1, "out_pkl", note="in MMSegmentation 1.x --out is the directory prediction images are "
-             "written to, not a results .pkl; give a directory (and add --cfg-options "
-             "test_evaluator.format_only=True to only write them)"),
+        Flag(
+            ("--out",),
+            1,
+            "out_pkl",
+            note="in MMSegmentation 1.x --out is the directory prediction images are "
+            "written to, not a results .pkl; give a directory (and add --cfg-options "
+            "test_evaluator.format_only=True to only write them)",
+        ),
         Flag(("--format-only",), 0, "format", "output_dir"),
-        Flag(("--eval",), "+", "cfg", "test_evaluator.iou_metrics", table=_SEG_METRICS,
-             note="IoUMetric.iou_metrics; 'cityscapes' is CityscapesMetric in 1.x: set test_evaluator in the config"),
-        _GPU_COLLECT, _GPU_ID, _TMPDIR,
-        Flag(("--options",), "+", "pairs", "", note="in 0.x test.py the old name of --cfg-options",
-             old_name_of="--cfg-options"),
-        Flag(("--eval-options",), "+", "pairs", "test_evaluator.",
-             table=(("imgfile_prefix", "output_dir"),
-                    ("efficient_test", (":1.x evaluation is always memory-efficient (it keeps per-image "
-                                        "statistics, not predictions)")))),
+        Flag(
+            ("--eval",),
+            "+",
+            "cfg",
+            "test_evaluator.iou_metrics",
+            table=_SEG_METRICS,
+            note="IoUMetric.iou_metrics; 'cityscapes' is CityscapesMetric in 1.x: set test_evaluator in the config",
+        ),
+        _GPU_COLLECT,
+        _GPU_ID,
+        _TMPDIR,
+        Flag(
+            ("--options",),
+            "+",
+            "pairs",
+            "",
+            note="in 0.x test.py the old name of --cfg-options",
+            old_name_of="--cfg-options",
+        ),
+        Flag(
+            ("--eval-options",),
+            "+",
+            "pairs",
+            "test_evaluator.",
+            table=(
+                ("imgfile_prefix", "output_dir"),
+                (
+                    "efficient_test",
+                    (":1.x evaluation is always memory-efficient (it keeps per-image statistics, not predictions)"),
+                ),
+            ),
+        ),
         Flag(("--opacity",), 1, "cfg", "visualizer.alpha", kind="float"),
     ),
 )
 
 _CLS_DEVICE = Flag(("--device",), 1, "device", note="MMEngine picks the device itself; cpu hides the GPUs")
 MMPRETRAIN = RuleSet(
-    "mmpretrain", "MMClassification 0.x -> MMPretrain 1.x", ("mmpretrain", "mmcls", "mmclassification"),
-    train=(_RESUME, _NO_VAL, _CLS_DEVICE, _GPUS, _GPU_IDS, _GPU_ID,
-           Flag(("--ipu-replicas",), 1, "error", note="MMPretrain 1.x (MMEngine) has no IPU support; train on "
-                "GPUs or the CPU"),
-           _SEED, _DIFF, _DET),
+    "mmpretrain",
+    "MMClassification 0.x -> MMPretrain 1.x",
+    ("mmpretrain", "mmcls", "mmclassification"),
+    train=(
+        _RESUME,
+        _NO_VAL,
+        _CLS_DEVICE,
+        _GPUS,
+        _GPU_IDS,
+        _GPU_ID,
+        Flag(
+            ("--ipu-replicas",),
+            1,
+            "error",
+            note="MMPretrain 1.x (MMEngine) has no IPU support; train on GPUs or the CPU",
+        ),
+        _SEED,
+        _DIFF,
+        _DET,
+    ),
     test=(
         Flag(("--out-items",), "+", "out_items", "--out-item"),
-        Flag(("--metrics",), "+", "evaluators", table=(
-            ("accuracy", "Accuracy"), ("precision", "SingleLabelMetric|MultiLabelMetric"),
-            ("recall", "SingleLabelMetric|MultiLabelMetric"), ("f1_score", "SingleLabelMetric|MultiLabelMetric"),
-            ("support", "SingleLabelMetric|MultiLabelMetric"), ("mAP", "AveragePrecision"),
-            ("CP", "MultiLabelMetric"), ("CR", "MultiLabelMetric"), ("CF1", "MultiLabelMetric"),
-            ("OP", "MultiLabelMetric"), ("OR", "MultiLabelMetric"), ("OF1", "MultiLabelMetric"))),
-        _GPU_COLLECT, _TMPDIR,
+        Flag(
+            ("--metrics",),
+            "+",
+            "evaluators",
+            table=(
+                ("accuracy", "Accuracy"),
+                ("precision", "SingleLabelMetric|MultiLabelMetric"),
+                ("recall", "SingleLabelMetric|MultiLabelMetric"),
+                ("f1_score", "SingleLabelMetric|MultiLabelMetric"),
+                ("support", "SingleLabelMetric|MultiLabelMetric"),
+                ("mAP", "AveragePrecision"),
+                ("CP", "MultiLabelMetric"),
+                ("CR", "MultiLabelMetric"),
+                ("CF1", "MultiLabelMetric"),
+                ("OP", "MultiLabelMetric"),
+                ("OR", "MultiLabelMetric"),
+                ("OF1", "MultiLabelMetric"),
+            ),
+        ),
+        _GPU_COLLECT,
+        _TMPDIR,
         Flag(("--metric-options",), "+", "pairs", "test_evaluator.", note="e.g. topk=1,5 -> Accuracy.topk"),
-        Flag(("--show-options",), "+", "error", note="1.x draws with the config's visualizer: set its options "
-             "with --cfg-options visualizer.KEY=VALUE"),
-        _GPU_IDS, _GPU_ID, _CLS_DEVICE,
+        Flag(
+            ("--show-options",),
+            "+",
+            "error",
+            note="1.x draws with the config's visualizer: set its options with --cfg-options visualizer.KEY=VALUE",
+        ),
+        _GPU_IDS,
+        _GPU_ID,
+        _CLS_DEVICE,
     ),
 )
 
 MMPOSE = RuleSet(
-    "mmpose", "MMPose 0.x -> 1.x", ("mmpose",),
+    "mmpose",
+    "MMPose 0.x -> 1.x",
+    ("mmpose",),
     train=(_RESUME, _NO_VAL, _GPUS, _GPU_IDS, _GPU_ID, _SEED, _DIFF_US, _DET, _AUTOSCALE),
     test=(
-        _FUSE, _GPU_ID,
-        Flag(("--eval",), "+", "evaluators", table=(
-            ("mAP", "CocoMetric|CocoWholeBodyMetric|KeypointPartitionMetric"), ("AP", "CocoMetric"),
-            ("PCK", "PCKAccuracy|MpiiPCKAccuracy|JhmdbPCKAccuracy"), ("PCKh", "MpiiPCKAccuracy"),
-            ("AUC", "AUC"), ("EPE", "EPE"), ("NME", "NME"))),
-        _GPU_COLLECT, _TMPDIR,
+        _FUSE,
+        _GPU_ID,
+        Flag(
+            ("--eval",),
+            "+",
+            "evaluators",
+            table=(
+                ("mAP", "CocoMetric|CocoWholeBodyMetric|KeypointPartitionMetric"),
+                ("AP", "CocoMetric"),
+                ("PCK", "PCKAccuracy|MpiiPCKAccuracy|JhmdbPCKAccuracy"),
+                ("PCKh", "MpiiPCKAccuracy"),
+                ("AUC", "AUC"),
+                ("EPE", "EPE"),
+                ("NME", "NME"),
+            ),
+        ),
+        _GPU_COLLECT,
+        _TMPDIR,
     ),
 )
 
 MMDET3D = RuleSet(
-    "mmdet3d", "MMDetection3D 1.0 -> 1.1+", ("mmdet3d", "mmdetection3d"),
+    "mmdet3d",
+    "MMDetection3D 1.0 -> 1.1+",
+    ("mmdet3d", "mmdetection3d"),
     train=(_RESUME, _AUTO, _NO_VAL, _GPUS, _GPU_IDS, _GPU_ID, _SEED, _DIFF, _DET, _OPTIONS_TRAIN, _AUTOSCALE),
     test=(
-        Flag(("--out",), 1, "error", note="MMDetection3D 1.x test.py writes no results file; keep the "
-             "metrics from the log, or add a DumpResults metric to test_evaluator in the config"),
-        _FUSE, _GPU_IDS, _GPU_ID,
+        Flag(
+            ("--out",),
+            1,
+            "error",
+            note="MMDetection3D 1.x test.py writes no results file; keep the "
+            "metrics from the log, or add a DumpResults metric to test_evaluator in the config",
+        ),
+        _FUSE,
+        _GPU_IDS,
+        _GPU_ID,
         Flag(("--format-only",), 0, "format", "submission_prefix"),
         Flag(("--eval",), "+", "cfg", "test_evaluator.metric"),
-        _GPU_COLLECT, _TMPDIR, _SEED, _DET,
-        Flag(("--options",), "+", "pairs", "test_evaluator.", note="in 1.0 test.py the old name of --eval-options",
-             old_name_of="--eval-options"),
+        _GPU_COLLECT,
+        _TMPDIR,
+        _SEED,
+        _DET,
+        Flag(
+            ("--options",),
+            "+",
+            "pairs",
+            "test_evaluator.",
+            note="in 1.0 test.py the old name of --eval-options",
+            old_name_of="--eval-options",
+        ),
         Flag(("--eval-options",), "+", "pairs", "test_evaluator."),
     ),
 )
@@ -233,15 +369,22 @@ def all_spellings() -> set[str]:
 
 
 #: Spellings of one toolbox that exist, renamed, on the 3.x tools (named when such a flag is refused).
-RENAMED_3X = {"--autoscale-lr": "--auto-scale-lr", "--aug-test": "--tta", "--options": "--cfg-options",
-              "--resume-from": "--resume", "--auto-resume": "--resume", "--out-items": "--out-item",
-              "--show-score-thr": "--cfg-options default_hooks.visualization.score_thr=T",
-              "--load-from": "--cfg-options load_from=P", "--seed": "--cfg-options randomness.seed=S",
-              "--deterministic": "--cfg-options randomness.deterministic=True",
-              "--diff-seed": "--cfg-options randomness.diff_rank_seed=True",
-              "--diff_seed": "--cfg-options randomness.diff_rank_seed=True",
-              "--eval-options": "--cfg-options test_evaluator.KEY=VALUE",
-              "--metric-options": "--cfg-options test_evaluator.KEY=VALUE",
-              "--gpu-collect": "--cfg-options test_evaluator.collect_device=gpu",
-              "--tmpdir": "--cfg-options test_evaluator.collect_dir=DIR",
-              "--opacity": "--cfg-options visualizer.alpha=A"}
+RENAMED_3X = {
+    "--autoscale-lr": "--auto-scale-lr",
+    "--aug-test": "--tta",
+    "--options": "--cfg-options",
+    "--resume-from": "--resume",
+    "--auto-resume": "--resume",
+    "--out-items": "--out-item",
+    "--show-score-thr": "--cfg-options default_hooks.visualization.score_thr=T",
+    "--load-from": "--cfg-options load_from=P",
+    "--seed": "--cfg-options randomness.seed=S",
+    "--deterministic": "--cfg-options randomness.deterministic=True",
+    "--diff-seed": "--cfg-options randomness.diff_rank_seed=True",
+    "--diff_seed": "--cfg-options randomness.diff_rank_seed=True",
+    "--eval-options": "--cfg-options test_evaluator.KEY=VALUE",
+    "--metric-options": "--cfg-options test_evaluator.KEY=VALUE",
+    "--gpu-collect": "--cfg-options test_evaluator.collect_device=gpu",
+    "--tmpdir": "--cfg-options test_evaluator.collect_dir=DIR",
+    "--opacity": "--cfg-options visualizer.alpha=A",
+}

@@ -6,6 +6,7 @@ torchrun. It answers only when the answer is certain: the source must build one
 parser shaped like an OpenMMLab tool, every add_argument call must be plain
 literals, and any doubt means "ask the real parser later" (None).
 """
+
 from __future__ import annotations
 
 import argparse

@@ -3,6 +3,7 @@
 Pure and table-free: which flags are legacy (and how many values each takes) is
 passed in, so the same tokenizer serves every toolbox's rules.
 """
+
 from __future__ import annotations
 
 import re
@@ -37,7 +38,7 @@ def consume(argv: Sequence[str], i: int, nargs: object, eq: str) -> int:
     """How many of the tokens after ``argv[i]`` an option with ``nargs`` takes."""
     if eq or nargs == 0:
         return 0
-    rest = argv[i + 1:]
+    rest = argv[i + 1 :]
     if nargs is None:
         nargs = 1
     if isinstance(nargs, int):
@@ -66,8 +67,13 @@ def expand(parser: ParserInfo, flag: str) -> str:
 class Scan:
     """argv split into kept tokens, legacy flags (with their values) and unknowns, in order."""
 
-    def __init__(self, argv: Sequence[str], parser: ParserInfo, legacy: Mapping[str, object],
-                 examples: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        argv: Sequence[str],
+        parser: ParserInfo,
+        legacy: Mapping[str, object],
+        examples: Mapping[str, str] | None = None,
+    ) -> None:
         self.kept: list[str] = []
         self.legacy: list[tuple[str, list[str]]] = []
         self.renamed: list[tuple[str, str]] = []
@@ -81,7 +87,7 @@ class Scan:
             token = argv[i]
             if token == "--":
                 self.kept.extend(argv[i:])
-                self.positionals.extend(argv[i + 1:])
+                self.positionals.extend(argv[i + 1 :])
                 break
             if not is_option(token):
                 self.kept.append(token)
@@ -92,13 +98,13 @@ class Scan:
             if parser.knows(flag):
                 full = flag if flag in parser.options else expand(parser, flag)
                 consumed = consume(argv, i, parser.options.get(full), eq)
-                values = [inline] if eq else list(argv[i + 1:i + 1 + consumed])
+                values = [inline] if eq else list(argv[i + 1 : i + 1 + consumed])
                 self._check_known(full, parser.options.get(full), values, eq)
                 if full == "--cfg-options":
                     self.user_cfg_options.extend(values)
                 if full == "--launcher" and values:
                     self.launcher = values[0]
-                self.kept.extend(argv[i:i + 1 + consumed])
+                self.kept.extend(argv[i : i + 1 + consumed])
                 i += 1 + consumed
                 continue
             alias = _LOCAL_RANK_ALIASES.get(flag)
@@ -107,7 +113,7 @@ class Scan:
                 self.renamed.append((flag, alias))
                 consumed = 0 if eq else consume(argv, i, 1, eq)
                 self.kept.append(alias + eq + inline)
-                self.kept.extend(argv[i + 1:i + 1 + consumed])
+                self.kept.extend(argv[i + 1 : i + 1 + consumed])
                 i += 1 + consumed
                 continue
             if flag in legacy:
@@ -119,7 +125,7 @@ class Scan:
                     i += 1
                 else:
                     consumed = consume(argv, i, nargs, eq)
-                    values = list(argv[i + 1:i + 1 + consumed])
+                    values = list(argv[i + 1 : i + 1 + consumed])
                     if nargs not in (0, "?", "*") and not values:
                         example = (examples or {}).get(flag, flag + " X")
                         raise LegacyUsageError(f"{flag} needs a value (e.g. {example}).")
@@ -138,7 +144,9 @@ class Scan:
         wanted = 1 if nargs in (None, "+") else nargs
         if isinstance(wanted, int) and len(values) < wanted:
             words = {1: "one argument", "+": "at least one argument"}
-            self.malformed.append(f"argument {option}: expected {words.get(nargs if nargs == '+' else wanted, f'{wanted} arguments')}")
+            self.malformed.append(
+                f"argument {option}: expected {words.get(nargs if nargs == '+' else wanted, f'{wanted} arguments')}"
+            )
             return
         if option == "--cfg-options":
             bad = [v for v in values if "=" not in v]

@@ -4,6 +4,7 @@ Shared by every toolbox: ``--gpus N``, ``--gpu-ids``, ``--gpu-id`` and the launc
 environment (torchrun workers, srun steps, NNODES/NODE_RANK/PORT as in dist_train.sh).
 Pure, like the translator that calls it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -74,9 +75,18 @@ class Topology:
     checks: list[tuple[str, str]] = field(default_factory=list)
 
 
-def plan_topology(flags: Mapping[str, list[str]], env: Mapping[str, str], parser: ParserInfo,
-                  launcher: str | None, *, argv: Sequence[str], visible_gpus: int | None, program: str,
-                  usable_cpus: int | None, allow_cpu_oversubscribe: bool) -> Topology:
+def plan_topology(
+    flags: Mapping[str, list[str]],
+    env: Mapping[str, str],
+    parser: ParserInfo,
+    launcher: str | None,
+    *,
+    argv: Sequence[str],
+    visible_gpus: int | None,
+    program: str,
+    usable_cpus: int | None,
+    allow_cpu_oversubscribe: bool,
+) -> Topology:
     """Processes and devices from the topology flags in ``flags`` and the launch environment."""
     out = Topology()
     worker = in_worker(env)
@@ -109,23 +119,33 @@ def plan_topology(flags: Mapping[str, list[str]], env: Mapping[str, str], parser
                 raise LegacyUsageError(f"{flag} lists a GPU twice: {' '.join(flags[flag])}.")
             gpus_flag = f"{flag} {' '.join(flags[flag])}"
             if visible_gpus is None:
-                out.warnings.append(f"{gpus_flag} names GPUs, but no CUDA device is visible here: ignored, "
-                                    "this run uses the CPU.")
+                out.warnings.append(
+                    f"{gpus_flag} names GPUs, but no CUDA device is visible here: ignored, this run uses the CPU."
+                )
                 nproc = len(ids)
             else:
                 if not env.get("CUDA_VISIBLE_DEVICES", "").strip():
                     for i in ids:
                         if i >= visible_gpus:
-                            raise LegacyUsageError(f"{flag} {i} is out of range: {visible_gpus} GPU(s) are "
-                                                   f"visible, numbered 0..{visible_gpus - 1}.")
+                            raise LegacyUsageError(
+                                f"{flag} {i} is out of range: {visible_gpus} GPU(s) are "
+                                f"visible, numbered 0..{visible_gpus - 1}."
+                            )
                 mapped = _map_gpu_ids(ids, env, flag)
                 if not worker:
                     out.env["CUDA_VISIBLE_DEVICES"] = mapped
                     out.notes.append(f"{gpus_flag} -> CUDA_VISIBLE_DEVICES={mapped}")
                 nproc = len(ids)
 
-    if (nproc is not None and visible_gpus is None and usable_cpus is not None and nproc > usable_cpus
-            and not worker and not tasks and not allow_cpu_oversubscribe):
+    if (
+        nproc is not None
+        and visible_gpus is None
+        and usable_cpus is not None
+        and nproc > usable_cpus
+        and not worker
+        and not tasks
+        and not allow_cpu_oversubscribe
+    ):
         # Each CPU worker is a whole training process: 99 of them (a typo) on a small shared
         # machine run it out of memory and CPU for everyone on it.
         raise LegacyUsageError(
@@ -144,13 +164,17 @@ def plan_topology(flags: Mapping[str, list[str]], env: Mapping[str, str], parser
             out.notes.append(f"{gpus_flag} dropped: this process is already one of the launched workers")
         if launcher is None and _ranks.world_size(env) > 1 and "--launcher" in parser.options:
             out.add_launcher = "pytorch"
-            out.notes.append("--launcher pytorch added: this is a torchrun worker (WORLD_SIZE="
-                             f"{env.get('WORLD_SIZE')}); without it every worker would train alone")
+            out.notes.append(
+                "--launcher pytorch added: this is a torchrun worker (WORLD_SIZE="
+                f"{env.get('WORLD_SIZE')}); without it every worker would train alone"
+            )
         return out
     if tasks:
         if nproc is not None:
-            out.notes.append(f"{gpus_flag} dropped: under srun each of the {plural(tasks, 'task')} is one process; "
-                             "srun's -n/--ntasks sets how many, so no torchrun is started on top")
+            out.notes.append(
+                f"{gpus_flag} dropped: under srun each of the {plural(tasks, 'task')} is one process; "
+                "srun's -n/--ntasks sets how many, so no torchrun is started on top"
+            )
         if launcher is None and tasks > 1 and "--launcher" in parser.options:
             out.add_launcher = "slurm"
             out.notes.append(f"--launcher slurm added: srun started {tasks} tasks; without it each would train alone")
@@ -159,8 +183,11 @@ def plan_topology(flags: Mapping[str, list[str]], env: Mapping[str, str], parser
     node_rank = int_arg("NODE_RANK", env["NODE_RANK"], minimum=0) if env.get("NODE_RANK", "").strip() else 0
     if node_rank >= nnodes:
         raise LegacyUsageError(f"NODE_RANK={node_rank} must be smaller than NNODES={nnodes}.")
-    wants_launch = (nproc is not None and nproc > 1) or (nnodes > 1 and nproc is not None) or (
-        launcher == "pytorch" and nproc is not None)
+    wants_launch = (
+        (nproc is not None and nproc > 1)
+        or (nnodes > 1 and nproc is not None)
+        or (launcher == "pytorch" and nproc is not None)
+    )
     if launcher == "pytorch" and nproc is None:
         raise LegacyUsageError(
             "--launcher pytorch was given, but no launcher started this process (RANK, LOCAL_RANK and "
@@ -169,16 +196,17 @@ def plan_topology(flags: Mapping[str, list[str]], env: Mapping[str, str], parser
             "do it: add --gpus N."
         )
     if launcher not in (None, "pytorch") and wants_launch:
-        raise LegacyUsageError(f"{gpus_flag} starts N processes under torchrun, which needs --launcher pytorch, "
-                               f"but --launcher {launcher} was given. Drop one of them.")
+        raise LegacyUsageError(
+            f"{gpus_flag} starts N processes under torchrun, which needs --launcher pytorch, "
+            f"but --launcher {launcher} was given. Drop one of them."
+        )
     if not wants_launch:
         if nproc is not None:
             out.notes.append(f"{gpus_flag} -> one process, run in place")
         return out
     assert nproc is not None
     port_raw = env.get("PORT", "").strip() or env.get("MASTER_PORT", "").strip()
-    port = int_arg("PORT" if env.get("PORT", "").strip() else "MASTER_PORT", port_raw, minimum=1) \
-        if port_raw else None
+    port = int_arg("PORT" if env.get("PORT", "").strip() else "MASTER_PORT", port_raw, minimum=1) if port_raw else None
     if port is not None and port > 65535:
         raise LegacyUsageError(f"port {port} is out of range (1..65535).")
     addr = env.get("MASTER_ADDR", "").strip() or None
@@ -191,13 +219,20 @@ def plan_topology(flags: Mapping[str, list[str]], env: Mapping[str, str], parser
         port = port or 29500
     if port is not None and node_rank == 0:
         out.checks.append(("port_free", str(port)))
-    out.launch = LaunchSpec(nproc_per_node=nproc, nnodes=nnodes, node_rank=node_rank,
-                            master_addr=addr if (nnodes > 1 or port is not None) else None, master_port=port)
+    out.launch = LaunchSpec(
+        nproc_per_node=nproc,
+        nnodes=nnodes,
+        node_rank=node_rank,
+        master_addr=addr if (nnodes > 1 or port is not None) else None,
+        master_port=port,
+    )
     if launcher is None:
         out.add_launcher = "pytorch"
     where = plural(nproc, "process", "processes") + (f" on node {node_rank} of {nnodes}" if nnodes > 1 else "")
     out.notes.append(f"{gpus_flag or '--launcher pytorch'} -> torchrun with {where}, --launcher pytorch")
     if visible_gpus is None:
-        out.warnings.append(f"no CUDA device is visible: --gpus {nproc} runs {plural(nproc, 'CPU worker')} with "
-                            "the gloo backend (a debugging mode; use GPUs for real training).")
+        out.warnings.append(
+            f"no CUDA device is visible: --gpus {nproc} runs {plural(nproc, 'CPU worker')} with "
+            "the gloo backend (a debugging mode; use GPUs for real training)."
+        )
     return out

@@ -13,6 +13,7 @@ Rules, in order of precedence:
 4. An argument neither the parser nor the toolbox's table accepts is refused here,
    once, before anything starts (``strict``; off for parse_known_args callers).
 """
+
 from __future__ import annotations
 
 import difflib
@@ -25,13 +26,25 @@ from .topology import in_worker, plan_topology, plural, torchrun_in_srun_message
 
 __all__ = ["LegacyUsageError", "UnknownArgumentsError", "plural", "torchrun_in_srun_message", "translate"]
 
-_EXAMPLES = {"--gpus": "--gpus 2", "--seed": "--seed 0", "--gpu-id": "--gpu-id 0", "--gpu-ids": "--gpu-ids 0 1",
-             "--resume-from": "--resume-from work_dirs/x/epoch_3.pth", "--options": "--options a.b=1",
-             "--load-from": "--load-from checkpoints/pretrained.pth", "--eval": "--eval bbox",
-             "--eval-options": "--eval-options classwise=True", "--show-score-thr": "--show-score-thr 0.3",
-             "--tmpdir": "--tmpdir /tmp/eval", "--metrics": "--metrics accuracy", "--device": "--device cpu",
-             "--metric-options": "--metric-options topk=1,5", "--opacity": "--opacity 0.5",
-             "--out-items": "--out-items all", "--ipu-replicas": "--ipu-replicas 2"}
+_EXAMPLES = {
+    "--gpus": "--gpus 2",
+    "--seed": "--seed 0",
+    "--gpu-id": "--gpu-id 0",
+    "--gpu-ids": "--gpu-ids 0 1",
+    "--resume-from": "--resume-from work_dirs/x/epoch_3.pth",
+    "--options": "--options a.b=1",
+    "--load-from": "--load-from checkpoints/pretrained.pth",
+    "--eval": "--eval bbox",
+    "--eval-options": "--eval-options classwise=True",
+    "--show-score-thr": "--show-score-thr 0.3",
+    "--tmpdir": "--tmpdir /tmp/eval",
+    "--metrics": "--metrics accuracy",
+    "--device": "--device cpu",
+    "--metric-options": "--metric-options topk=1,5",
+    "--opacity": "--opacity 0.5",
+    "--out-items": "--out-items all",
+    "--ipu-replicas": "--ipu-replicas 2",
+}
 _DEFAULT_PREFIX = "./work_dirs/format_only/results"
 
 
@@ -62,8 +75,9 @@ def _checked(row: Flag, spelled: str, value: str) -> str:
 def suggestion(flag: str, parser: ParserInfo) -> str | None:
     """The 3.x spelling of an argument this parser refuses, where one exists."""
     renamed = RENAMED_3X.get(flag)
-    if renamed is not None and ((renamed.startswith("--cfg-options") and "--cfg-options" in parser.options)
-                                or renamed in parser.options):
+    if renamed is not None and (
+        (renamed.startswith("--cfg-options") and "--cfg-options" in parser.options) or renamed in parser.options
+    ):
         return renamed
     for variant in (flag.replace("_", "-"), "--" + flag.lstrip("-").replace("_", "-"), flag.replace("-", "_")):
         if variant != flag and variant in parser.options:
@@ -72,11 +86,12 @@ def suggestion(flag: str, parser: ParserInfo) -> str | None:
     return close[0] if close else None
 
 
-def _refuse_unknown(scan: Scan, argv: Sequence[str], parser: ParserInfo, rules: RuleSet, tool: str,
-                    program: str) -> None:
+def _refuse_unknown(
+    scan: Scan, argv: Sequence[str], parser: ParserInfo, rules: RuleSet, tool: str, program: str
+) -> None:
     if scan.malformed:
         raise UnknownArgumentsError(f"{scan.malformed[0]}. Nothing was started.", [])
-    extra_positionals = scan.positionals[len(parser.positionals):] if "--" not in argv else []
+    extra_positionals = scan.positionals[len(parser.positionals) :] if "--" not in argv else []
     if not scan.unknown and not extra_positionals:
         return
     bad = [a for a in argv if a in scan.unknown or a in extra_positionals]
@@ -87,9 +102,12 @@ def _refuse_unknown(scan: Scan, argv: Sequence[str], parser: ParserInfo, rules: 
         if better is not None:
             hints.append(f"{flag} is spelled {better} on this tool")
     script = program.rsplit("/", 1)[-1] or f"{tool}.py"
-    message = (f"unrecognized arguments: {' '.join(bad)}. Neither this {script} nor the {rules.label} legacy "
-               f"flags mmfix translates accept {'it' if len(bad) == 1 else 'them'}"
-               + (f" ({'; '.join(hints)})" if hints else "") + ". Nothing was started.")
+    message = (
+        f"unrecognized arguments: {' '.join(bad)}. Neither this {script} nor the {rules.label} legacy "
+        f"flags mmfix translates accept {'it' if len(bad) == 1 else 'them'}"
+        + (f" ({'; '.join(hints)})" if hints else "")
+        + ". Nothing was started."
+    )
     raise UnknownArgumentsError(message, bad)
 
 
@@ -158,9 +176,17 @@ def translate(
         notes.append(device_note)
         if device_env:
             gpus = None
-    topo = plan_topology({row.name: flags[row.name] for row in rows if row.action == "topology"}, env, parser,
-                         scan.launcher, argv=argv, visible_gpus=gpus, program=program, usable_cpus=usable_cpus,
-                         allow_cpu_oversubscribe=allow_cpu_oversubscribe)
+    topo = plan_topology(
+        {row.name: flags[row.name] for row in rows if row.action == "topology"},
+        env,
+        parser,
+        scan.launcher,
+        argv=argv,
+        visible_gpus=gpus,
+        program=program,
+        usable_cpus=usable_cpus,
+        allow_cpu_oversubscribe=allow_cpu_oversubscribe,
+    )
     notes += topo.notes
     new_env = {**device_env, **topo.env}
     checks = list(topo.checks)
@@ -174,8 +200,9 @@ def translate(
         if row.action != "pairs":
             continue
         name = spelled[row.name]
-        if row.old_name_of and (row.old_name_of in flags or (row.old_name_of == "--cfg-options"
-                                                             and scan.user_cfg_options)):
+        if row.old_name_of and (
+            row.old_name_of in flags or (row.old_name_of == "--cfg-options" and scan.user_cfg_options)
+        ):
             raise LegacyUsageError(
                 f"{name} and {row.old_name_of} were both given; in the 2.x-era {tool}.py {name} was the old name "
                 f"of {row.old_name_of} and using both was an error. Move the {name} pairs into {row.old_name_of}."
@@ -201,8 +228,10 @@ def translate(
             if shape == 0:
                 extra.append("--resume")
                 cfg.append(("load_from", values[0]))
-                notes.append(f"{name} {values[0]} -> --resume --cfg-options load_from={values[0]} (this tool's "
-                             "--resume is a flag that resumes from load_from)")
+                notes.append(
+                    f"{name} {values[0]} -> --resume --cfg-options load_from={values[0]} (this tool's "
+                    "--resume is a flag that resumes from load_from)"
+                )
             else:
                 extra += ["--resume", values[0]]
                 notes.append(f"{name} {values[0]} -> --resume {values[0]}")
@@ -227,8 +256,9 @@ def translate(
                 allowed = [k for k, _ in row.table]
                 for v in values:
                     if allowed and v not in allowed:
-                        raise LegacyUsageError(f"{name} {v} has no 3.x meaning here: {row.target} takes "
-                                               f"{', '.join(allowed)}; {row.note}.")
+                        raise LegacyUsageError(
+                            f"{name} {v} has no 3.x meaning here: {row.target} takes {', '.join(allowed)}; {row.note}."
+                        )
                 value = "[" + ",".join(values) + "]"
             else:
                 value = _checked(row, name, values[0])
@@ -236,12 +266,23 @@ def translate(
             notes.append(f"{name} -> --cfg-options {row.target}" + (f"={row.value}" if row.nargs == 0 else ""))
         elif action == "pairs":
             cfg += pairs_of[row.name]
-            notes.append(f"{name} -> --cfg-options " + (f"{row.target}* ({row.note})" if row.target and row.note
-                                                         else f"{row.target}*" if row.target else "(its old name)"))
+            notes.append(
+                f"{name} -> --cfg-options "
+                + (
+                    f"{row.target}* ({row.note})"
+                    if row.target and row.note
+                    else f"{row.target}*"
+                    if row.target
+                    else "(its old name)"
+                )
+            )
         elif action == "option":
             if row.target not in parser.options:
-                raise LegacyUsageError(f"{name} has no equivalent in this {tool}.py: its parser has no {row.target}"
-                                       + (f" ({row.note})" if row.note else "") + ".")
+                raise LegacyUsageError(
+                    f"{name} has no equivalent in this {tool}.py: its parser has no {row.target}"
+                    + (f" ({row.note})" if row.note else "")
+                    + "."
+                )
             extra += [row.target, *([] if row.nargs == 0 else values)]
             notes.append(f"{name} -> {row.target}" + (f" ({row.note})" if row.note else ""))
         elif action == "no_validate":
@@ -253,8 +294,10 @@ def translate(
             cfg.append(("test_evaluator.format_only", "True"))
             if not given:
                 cfg.append((key, _DEFAULT_PREFIX))
-                notes.append(f"{name} writes its files under {_DEFAULT_PREFIX} (set it with --eval-options "
-                             f"{'jsonfile_prefix' if row.target == 'outfile_prefix' else row.target}=DIR)")
+                notes.append(
+                    f"{name} writes its files under {_DEFAULT_PREFIX} (set it with --eval-options "
+                    f"{'jsonfile_prefix' if row.target == 'outfile_prefix' else row.target}=DIR)"
+                )
             notes.append(f"{name} -> --cfg-options test_evaluator.format_only=True")
         elif action == "collect":
             cfg.append((row.target, values[0]))
@@ -265,26 +308,32 @@ def translate(
             wanted = []
             for metric in values:
                 if metric not in table:
-                    raise LegacyUsageError(f"{name} {metric} is not a metric the 2.x-era tool knew; use one of "
-                                           f"{', '.join(table)}.")
+                    raise LegacyUsageError(
+                        f"{name} {metric} is not a metric the 2.x-era tool knew; use one of {', '.join(table)}."
+                    )
                 wanted.append(f"{metric}={table[metric]}")
             checks.append(("evaluators", f"{name} " + ",".join(wanted)))
-            notes.append(f"{name} {' '.join(values)} dropped: in 3.x the metrics come from the config's "
-                         f"test_evaluator (checked before running that it computes them)")
+            notes.append(
+                f"{name} {' '.join(values)} dropped: in 3.x the metrics come from the config's "
+                f"test_evaluator (checked before running that it computes them)"
+            )
         elif action == "out_items":
             if row.target not in parser.options:
                 raise LegacyUsageError(f"{name} has no equivalent in this {tool}.py: its parser has no {row.target}.")
             item = "metrics" if values == ["none"] else "pred"
             extra += [row.target, item]
-            notes.append(f"{name} {' '.join(values)} -> {row.target} {item} (1.x writes every prediction field "
-                         "or only the metrics)")
+            notes.append(
+                f"{name} {' '.join(values)} -> {row.target} {item} (1.x writes every prediction field "
+                "or only the metrics)"
+            )
 
     user_keys = {kv.partition("=")[0] for kv in scan.user_cfg_options}
     keys = [k for k, _ in cfg]
     clash = [k for k in keys if k in user_keys] or [k for i, k in enumerate(keys) if k in keys[:i]]
     if clash:
-        raise LegacyUsageError(f"{clash[0]} is set twice: by a 2.x flag and by --cfg-options (or another 2.x "
-                               "flag). Keep one of them.")
+        raise LegacyUsageError(
+            f"{clash[0]} is set twice: by a 2.x flag and by --cfg-options (or another 2.x flag). Keep one of them."
+        )
     if cfg:
         extra += ["--cfg-options", *[f"{k}={v}" for k, v in cfg]]
     extra += tail
@@ -302,8 +351,15 @@ def translate(
                 checks.append(("checkpoint_file", flags[flag][0]))
     if in_worker(env):
         new_env = {k: v for k, v in new_env.items() if k != "CUDA_VISIBLE_DEVICES"}
-    return Plan(argv=tuple(scan.kept + extra), env=new_env, launch=topo.launch, notes=tuple(notes),
-                warnings=tuple(topo.warnings), checks=tuple(checks), rules=rules_line)
+    return Plan(
+        argv=tuple(scan.kept + extra),
+        env=new_env,
+        launch=topo.launch,
+        notes=tuple(notes),
+        warnings=tuple(topo.warnings),
+        checks=tuple(checks),
+        rules=rules_line,
+    )
 
 
 def _refuse_pkl_out(argv: Sequence[str], row: Flag) -> None:
@@ -318,13 +374,15 @@ def _refuse_pkl_out(argv: Sequence[str], row: Flag) -> None:
 def _device(value: str) -> tuple[dict[str, str], str]:
     device = value.lower()
     if device == "cpu":
-        return {"CUDA_VISIBLE_DEVICES": ""}, ("--device cpu -> CUDA_VISIBLE_DEVICES= (MMEngine uses the CPU "
-                                              "when no GPU is visible)")
+        return {"CUDA_VISIBLE_DEVICES": ""}, (
+            "--device cpu -> CUDA_VISIBLE_DEVICES= (MMEngine uses the CPU when no GPU is visible)"
+        )
     if device in ("cuda", "gpu") or device.startswith("cuda:"):
         return {}, f"--device {value} dropped: MMEngine uses CUDA whenever it is available"
     if device in ("mlu", "npu", "mps", "musa"):
         return {}, f"--device {value} dropped: MMEngine detects {device} devices itself"
     if device == "ipu":
-        raise LegacyUsageError("--device ipu has no 3.x equivalent: the MMEngine-era tools have no IPU support; "
-                               "train on GPUs or the CPU.")
+        raise LegacyUsageError(
+            "--device ipu has no 3.x equivalent: the MMEngine-era tools have no IPU support; train on GPUs or the CPU."
+        )
     raise LegacyUsageError(f"--device {value!r} is not a device the 2.x-era tool knew (cpu, cuda, mlu, npu, ipu).")

@@ -18,6 +18,7 @@ The protocol every patch module follows:
 This package is imported by ``import mmfix`` and so must stay light: the
 registry below is plain data.
 """
+
 from __future__ import annotations
 
 

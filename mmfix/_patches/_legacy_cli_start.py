@@ -5,6 +5,7 @@ This runs in every Python that activates mmfix, so it is a scan of ``sys.argv``
 and nothing else; the work (reading the script's parser from its source) happens
 only for command lines that carry a 2.x launch flag.
 """
+
 from __future__ import annotations
 
 import os
@@ -18,7 +19,8 @@ def at_start() -> None:
     argv = sys.argv
     # torchrun inside an srun step is stopped in torchrun's own process.
     torchrun_in_srun = "SLURM_STEP_ID" in os.environ and any(
-        "torch.distributed." in a or a.endswith("torchrun") for a in getattr(sys, "orig_argv", argv)[:4])
+        "torch.distributed." in a or a.endswith("torchrun") for a in getattr(sys, "orig_argv", argv)[:4]
+    )
     if not torchrun_in_srun and (len(argv) < 2 or not any(a.split("=")[0] in LAUNCH_FLAGS for a in argv[1:])):
         return
     # argparse first: its post-import hook imports the patch module, which must

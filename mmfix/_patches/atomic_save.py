@@ -7,6 +7,7 @@ truncated file under the final name, which the next resume then trips over.
 ``last_checkpoint`` is written by CheckpointHook after ``save_checkpoint``
 returned, so with both writes atomic it only ever names a complete file.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable

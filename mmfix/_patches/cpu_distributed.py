@@ -7,6 +7,7 @@ build, "No CUDA GPUs are available" on a CUDA build with none visible), keeps
 which CPU modules reject. On such a host, set_device is skipped during
 init_dist, nccl becomes gloo (with one warning), and DDP gets device_ids=None.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -49,8 +50,10 @@ def _guarded(hook: Callable[[Any], None]) -> Callable[[Any], None]:
         try:
             hook(module)
         except Exception as exc:  # never break the import that triggered it
-            _log.error(f"cpu_distributed could not finish patching {module.__name__}: {exc!r}",
-                       key=f"cpu_distributed:{module.__name__}")
+            _log.error(
+                f"cpu_distributed could not finish patching {module.__name__}: {exc!r}",
+                key=f"cpu_distributed:{module.__name__}",
+            )
 
     return run
 

@@ -7,6 +7,7 @@ would force CUDA to initialise in every process that merely imports torch, so
 the device is set the moment CUDA initialises instead: ``torch.cuda._lazy_init``
 runs on the first CUDA use from Python and from C++ alike.
 """
+
 from __future__ import annotations
 
 import os

@@ -6,6 +6,7 @@ rank 0: 4 5". Indices are positions in the list DDP hands its reducer, which
 is rebuilt here to turn them into names. With MMFIX_FIND_UNUSED_PARAMETERS=1
 the fix is applied instead, with a notice of its cost.
 """
+
 from __future__ import annotations
 
 import re
@@ -90,11 +91,15 @@ def explain(message: str, ddp: Any) -> tuple[str, tuple[str, ...]]:
     else:
         what = "some parameters received no gradient (DDP did not say which)."
     if getattr(ddp, "_mmfix_wrapper_cfg_given", False):
-        fix = ("add `--cfg-options model_wrapper_cfg.find_unused_parameters=True` to the command "
-               "(or `find_unused_parameters=True` inside `model_wrapper_cfg` in the config)")
+        fix = (
+            "add `--cfg-options model_wrapper_cfg.find_unused_parameters=True` to the command "
+            "(or `find_unused_parameters=True` inside `model_wrapper_cfg` in the config)"
+        )
     else:
-        fix = ("add `--cfg-options find_unused_parameters=True` to the command "
-               "(or `find_unused_parameters = True` at the top level of the config)")
+        fix = (
+            "add `--cfg-options find_unused_parameters=True` to the command "
+            "(or `find_unused_parameters = True` at the top level of the config)"
+        )
     text = (
         f"DDP stopped training: {what} Every parameter must take part in the loss of every iteration, or "
         f"DDP must be told to look for unused ones. Fix: {fix}; or make those parameters part of the loss, "

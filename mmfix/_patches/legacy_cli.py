@@ -5,6 +5,7 @@ and acts once per process, only for the parse of the real command line made by
 the ``__main__`` script: libraries parsing their own lists, and every program
 whose parser is not shaped like an OpenMMLab tool, are left alone.
 """
+
 from __future__ import annotations
 
 import os
@@ -102,15 +103,27 @@ def _parse_known_args(wrapped: Callable[..., Any], parser: Any, args: tuple, kwa
     original = list(getattr(sys, "orig_argv", sys.argv))
     if not info.openmmlab_shaped and not settings.legacy_any_parser:
         if settings.translate_only:
-            print_translation(original, None, "not an OpenMMLab-shaped tool (no `config` positional and "
-                                               "`--launcher` option): left unchanged")
+            print_translation(
+                original,
+                None,
+                "not an OpenMMLab-shaped tool (no `config` positional and `--launcher` option): left unchanged",
+            )
         return wrapped(*args, **kwargs)
     strict = _strict_parse()
     imports, _ = _script_facts(sys.argv[0])
     try:
-        plan = translate(sys.argv[1:], os.environ, info, visible_gpus=visible_gpus(),
-                         any_parser=settings.legacy_any_parser, program=sys.argv[0], usable_cpus=usable_cpus(),
-                         allow_cpu_oversubscribe=settings.allow_cpu_oversubscribe, imports=imports, strict=strict)
+        plan = translate(
+            sys.argv[1:],
+            os.environ,
+            info,
+            visible_gpus=visible_gpus(),
+            any_parser=settings.legacy_any_parser,
+            program=sys.argv[0],
+            usable_cpus=usable_cpus(),
+            allow_cpu_oversubscribe=settings.allow_cpu_oversubscribe,
+            imports=imports,
+            strict=strict,
+        )
         plan = run_checks(plan, check_files=not settings.translate_only)
     except UnknownArgumentsError as exc:
         parser.error(exc.message)  # the parser's own usage line, then the one error; exit status 2
@@ -125,13 +138,14 @@ def _parse_known_args(wrapped: Callable[..., Any], parser: Any, args: tuple, kwa
     if plan.launch is not None or plan.env:
         if settings.launched:
             # Never loop: a process mmfix launched must not launch again.
-            parser.exit(2, f"{parser.prog}: error: mmfix would start this command again from a process it "
-                           "launched itself; refusing (MMFIX_LAUNCHED is set). Please report this command line.\n")
+            parser.exit(
+                2,
+                f"{parser.prog}: error: mmfix would start this command again from a process it "
+                "launched itself; refusing (MMFIX_LAUNCHED is set). Please report this command line.\n",
+            )
         if plan.launch is not None:
             execute.launch(plan)
         execute.reexec(command, plan)
     sys.argv[1:] = list(plan.argv)
     args, kwargs = _wrapping.with_argument(args, kwargs, 0, "args", list(plan.argv))
     return wrapped(*args, **kwargs)
-
-

@@ -7,6 +7,7 @@ merges 2.x keys into the 2.x config and converts again, so
 ``data.samples_per_gpu=1`` means what it meant in 2.x. A 3.x config costs a few
 key lookups.
 """
+
 from __future__ import annotations
 
 import copy
@@ -69,8 +70,11 @@ def _fromfile(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...],
     except SystemExit:
         raise  # ConfigConversionError: already explained
     except Exception as exc:  # a bug of ours must not stop a config from loading
-        _log.error(f"could not convert {filename} ({type(exc).__name__}: {exc}); it is loaded unchanged. "
-                   "Please report this with the config.", key=f"convert-bug:{filename}")
+        _log.error(
+            f"could not convert {filename} ({type(exc).__name__}: {exc}); it is loaded unchanged. "
+            "Please report this with the config.",
+            key=f"convert-bug:{filename}",
+        )
     if want_imports and cfg.get("custom_imports"):
         from mmengine.utils import import_modules_from_strings
 
@@ -89,12 +93,18 @@ def _convert_2x(cfg: Any, filename: str) -> Any:
     except ConfigConversionError as exc:
         _fail(exc)
         raise
-    new = Config(copy.deepcopy(converted), cfg_text=cfg.text, filename=filename,
-                 env_variables=getattr(cfg, "env_variables", None))
+    new = Config(
+        copy.deepcopy(converted),
+        cfg_text=cfg.text,
+        filename=filename,
+        env_variables=getattr(cfg, "env_variables", None),
+    )
     object.__setattr__(new, _STATE, _Legacy(source, new.to_dict(), filename))
-    _log.info(f"{filename} is an MMDetection 2.x config: converted to 3.x in memory ({report.summary()}). "
-              f"`mmfix convert-config {filename} -o NEW.py` writes the result out; add --diff to see each key.",
-              key=f"legacy-config:{filename}")
+    _log.info(
+        f"{filename} is an MMDetection 2.x config: converted to 3.x in memory ({report.summary()}). "
+        f"`mmfix convert-config {filename} -o NEW.py` writes the result out; add --diff to see each key.",
+        key=f"legacy-config:{filename}",
+    )
     return new
 
 
@@ -111,8 +121,11 @@ def _apply_mixed(cfg: Any, filename: str, own: set[str], where: str) -> Any:
     object.__setattr__(cfg, "_cfg_dict", ConfigDict(out))
     moved = "; ".join(f"{old} -> {new}" for old, new in report.converted)
     dropped = "; ".join(f"{key} dropped ({why})" for key, why in report.dropped)
-    _log.warning(f"{filename}: 2.x keys in a 3.x config (ignored by 3.x itself), applied from {where}: "
-                 f"{moved}{'; ' + dropped if dropped else ''}", key=f"mixed-config:{filename}:{moved}")
+    _log.warning(
+        f"{filename}: 2.x keys in a 3.x config (ignored by 3.x itself), applied from {where}: "
+        f"{moved}{'; ' + dropped if dropped else ''}",
+        key=f"mixed-config:{filename}:{moved}",
+    )
     return cfg
 
 
@@ -130,8 +143,9 @@ def _merge_from_dict(wrapped: Callable[..., Any], cfg: Any, args: tuple[Any, ...
     from mmengine.config import Config, ConfigDict
 
     # 2.x keys (and every key the 2.x file has) go into the 2.x config, which is converted again.
-    before = {k: v for k, v in options.items() if str(k).split(".")[0] in state.source
-              or str(k).split(".")[0] in LEGACY_KEYS}
+    before = {
+        k: v for k, v in options.items() if str(k).split(".")[0] in state.source or str(k).split(".")[0] in LEGACY_KEYS
+    }
     after = {k: v for k, v in options.items() if k not in before}
     if before:
         source = Config(copy.deepcopy(state.source))
@@ -150,8 +164,10 @@ def _merge_from_dict(wrapped: Callable[..., Any], cfg: Any, args: tuple[Any, ...
                 merged[key] = value
         object.__setattr__(cfg, "_cfg_dict", ConfigDict(merged))
         object.__setattr__(cfg, _STATE, _Legacy(source.to_dict(), Config(converted).to_dict(), state.filename))
-        _log.info(f"2.x options {', '.join(before)} merged into the 2.x config before conversion "
-                  f"({report.summary()})", key=f"legacy-options:{sorted(before)}")
+        _log.info(
+            f"2.x options {', '.join(before)} merged into the 2.x config before conversion ({report.summary()})",
+            key=f"legacy-options:{sorted(before)}",
+        )
     if after or not before:
         args, kwargs = _wrapping.with_argument(args, kwargs, 0, "options", after)
         return wrapped(*args, **kwargs)

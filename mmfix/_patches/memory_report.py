@@ -3,6 +3,7 @@
 What users now do by watching nvidia-smi: find the rank that holds more than
 the others (the classic: every rank loading a checkpoint onto GPU 0).
 """
+
 from __future__ import annotations
 
 import resource
@@ -40,12 +41,19 @@ def local_stats() -> dict[str, Any]:
 
     from .. import _ranks
 
-    stats: dict[str, Any] = {"rank": _ranks.process_rank(), "host": socket.gethostname(),
-                             "peak_rss": _peak_rss_bytes(), "device": "cpu"}
+    stats: dict[str, Any] = {
+        "rank": _ranks.process_rank(),
+        "host": socket.gethostname(),
+        "peak_rss": _peak_rss_bytes(),
+        "device": "cpu",
+    }
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         device = torch.cuda.current_device()
-        stats.update(device=f"cuda:{device}", peak_allocated=torch.cuda.max_memory_allocated(device),
-                     peak_reserved=torch.cuda.max_memory_reserved(device))
+        stats.update(
+            device=f"cuda:{device}",
+            peak_allocated=torch.cuda.max_memory_allocated(device),
+            peak_reserved=torch.cuda.max_memory_reserved(device),
+        )
     return stats
 
 
@@ -58,15 +66,19 @@ def _fmt(n: int | None) -> str:
 def format_table(rows: list[dict[str, Any]]) -> str:
     key = "peak_reserved" if all("peak_reserved" in r for r in rows) else "peak_rss"
     median = statistics.median(r[key] for r in rows) or 1
-    lines = [f"memory report: peak memory per rank (outliers: > {int((OUTLIER - 1) * 100)}% above the median "
-             f"{key.replace('_', ' ')})",
-             f"{'rank':>5}  {'host':<16} {'device':<8} {'peak allocated':>15} {'peak reserved':>14} {'peak RSS':>10}"]
+    lines = [
+        f"memory report: peak memory per rank (outliers: > {int((OUTLIER - 1) * 100)}% above the median "
+        f"{key.replace('_', ' ')})",
+        f"{'rank':>5}  {'host':<16} {'device':<8} {'peak allocated':>15} {'peak reserved':>14} {'peak RSS':>10}",
+    ]
     for r in sorted(rows, key=lambda r: r["rank"]):
         flag = ""
         if r[key] > OUTLIER * median:
             flag = f"  <-- {100 * (r[key] / median - 1):.0f}% above the median"
-        lines.append(f"{r['rank']:>5}  {r['host'][:16]:<16} {r['device']:<8} {_fmt(r.get('peak_allocated')):>15} "
-                     f"{_fmt(r.get('peak_reserved')):>14} {_fmt(r['peak_rss']):>10}{flag}")
+        lines.append(
+            f"{r['rank']:>5}  {r['host'][:16]:<16} {r['device']:<8} {_fmt(r.get('peak_allocated')):>15} "
+            f"{_fmt(r.get('peak_reserved')):>14} {_fmt(r['peak_rss']):>10}{flag}"
+        )
     return "\n".join(lines)
 
 

@@ -7,6 +7,7 @@ to the current CUDA device in stock MMEngine: on N ranks before
 ``set_device`` ran, that is N copies on GPU 0. Model and optimizer state reach
 their device through ``load_state_dict`` either way.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable

@@ -7,6 +7,7 @@ newest readable ``epoch_N.pth`` / ``iter_N.pth`` is used instead, with a warning
 naming both. An explicit ``--resume PATH`` is never second-guessed: an unreadable
 PATH is a clear error naming it (see the torch_load patch).
 """
+
 from __future__ import annotations
 
 import os

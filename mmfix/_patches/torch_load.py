@@ -4,6 +4,7 @@ One wrapper object serves both ``torch.load`` and ``torch.serialization.load``
 (torch binds the first from the second at import), so identity checks and
 ``from torch.serialization import load`` made after patching agree.
 """
+
 from __future__ import annotations
 
 import os
@@ -99,8 +100,11 @@ def _patched_load(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, .
             raise
         except pickle.UnpicklingError as exc:
             checked = _corrupt_or(exc, f)
-            if (checked is not exc or "Weights only load failed" not in str(exc)
-                    or not _weights_only_in_effect(kwargs, pickle_module)):
+            if (
+                checked is not exc
+                or "Weights only load failed" not in str(exc)
+                or not _weights_only_in_effect(kwargs, pickle_module)
+            ):
                 # A damaged or foreign file also fails inside the weights_only
                 # unpickler; say what is wrong with the file, not which global.
                 raise checked  # noqa: B904 - the original, or an error naming the file (which keeps it as cause)
@@ -158,10 +162,21 @@ def _corrupt_or(exc: BaseException, f: Any) -> BaseException:
     return error
 
 
-_REBUILD_ERRORS = (TypeError, ValueError, AttributeError, KeyError, IndexError, EOFError, OverflowError,
-                   LookupError, MemoryError)
-_TORCH_READERS = tuple(os.sep + os.path.join("torch", name) for name in (
-    "serialization.py", "_weights_only_unpickler.py", "_utils.py", "_tensor.py", "storage.py"))
+_REBUILD_ERRORS = (
+    TypeError,
+    ValueError,
+    AttributeError,
+    KeyError,
+    IndexError,
+    EOFError,
+    OverflowError,
+    LookupError,
+    MemoryError,
+)
+_TORCH_READERS = tuple(
+    os.sep + os.path.join("torch", name)
+    for name in ("serialization.py", "_weights_only_unpickler.py", "_utils.py", "_tensor.py", "storage.py")
+)
 
 
 def _failed_while_rebuilding(exc: BaseException) -> str | None:
@@ -185,8 +200,10 @@ def _failed_while_rebuilding(exc: BaseException) -> str | None:
 
 
 _MINIZ = re.compile(r"PytorchStreamReader failed ([^:]*): (.*?)\. This is an internal miniz error")
-_VERSION = re.compile(r"Attempted to read a PyTorch file with version (\d+), but the maximum supported version "
-                      r"for reading is (\d+)")
+_VERSION = re.compile(
+    r"Attempted to read a PyTorch file with version (\d+), but the maximum supported version "
+    r"for reading is (\d+)"
+)
 
 
 def _reader_verdict(message: str) -> str | None:
@@ -196,8 +213,10 @@ def _reader_verdict(message: str) -> str | None:
         return f"torch's zip reader rejects it ({match.group(1)}: {match.group(2)}); the file is damaged"
     match = _VERSION.search(message)
     if match:
-        return (f"it declares format version {match.group(1)} and this torch reads up to {match.group(2)}: "
-                "it was written by a newer PyTorch (upgrade torch) or it is damaged")
+        return (
+            f"it declares format version {match.group(1)} and this torch reads up to {match.group(2)}: "
+            "it was written by a newer PyTorch (upgrade torch) or it is damaged"
+        )
     return None
 
 
@@ -243,8 +262,11 @@ def _refused_error(f: Any, refused: tuple[str, ...], held: bool, exc: BaseExcept
     )
     parts.append(f"It was loaded with weights_only=True{held_note}, which rebuilds tensors and plain data only.")
     if hostile or standin or not refused:
-        named = "; ".join(f"{g} ({assessed[g][1]})" for g in hostile) if hostile else (
-            "Nothing MMEngine, numpy or torch writes looks like that")
+        named = (
+            "; ".join(f"{g} ({assessed[g][1]})" for g in hostile)
+            if hostile
+            else ("Nothing MMEngine, numpy or torch writes looks like that")
+        )
         parts.append(
             f"{named}: no real checkpoint needs that, so this file is damaged or very likely malicious: "
             "do not load it, and mmfix will not trust it."

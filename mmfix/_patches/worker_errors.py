@@ -6,6 +6,7 @@ rank, but without ``@record`` on the script's main function it shows
 ``@record``; this hook records the exception into TORCHELASTIC_ERROR_FILE, so
 the summary names the rank *and* what it raised.
 """
+
 from __future__ import annotations
 
 import os
@@ -50,9 +51,15 @@ def record(exc_type: type[BaseException], exc: BaseException, tb: Any) -> None:
     import traceback
 
     path = os.environ["TORCHELASTIC_ERROR_FILE"]
-    data = {"message": {"message": f"{exc_type.__name__}: {exc}",
-                        "extraInfo": {"py_callstack": "".join(traceback.format_exception(exc_type, exc, tb)),
-                                      "timestamp": str(int(time.time()))}}}
+    data = {
+        "message": {
+            "message": f"{exc_type.__name__}: {exc}",
+            "extraInfo": {
+                "py_callstack": "".join(traceback.format_exception(exc_type, exc, tb)),
+                "timestamp": str(int(time.time())),
+            },
+        }
+    }
     with open(path, "w") as fh:
         json.dump(data, fh)
 

@@ -1,4 +1,5 @@
 """Activation at import, in real interpreters: import order, idempotency, switches, failures."""
+
 from __future__ import annotations
 
 import json
@@ -120,8 +121,9 @@ def test_unknown_patch_name_is_reported_not_ignored() -> None:
 
 
 def test_bad_boolean_is_reported_and_default_kept() -> None:
-    proc = run_python("import mmfix, json; print(json.dumps(mmfix.status()['enabled']))",
-                      env=clean_env(MMFIX_DISABLE="maybe"))
+    proc = run_python(
+        "import mmfix, json; print(json.dumps(mmfix.status()['enabled']))", env=clean_env(MMFIX_DISABLE="maybe")
+    )
     assert "MMFIX_DISABLE='maybe' is not a yes/no value" in proc.stderr
     assert proc.stdout.strip() == "true"
 

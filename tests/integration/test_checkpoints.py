@@ -1,4 +1,5 @@
 """Checkpoint loading with real files written by a real MMEngine Runner on CPU."""
+
 from __future__ import annotations
 
 import json
@@ -64,6 +65,7 @@ torch.save(ckpt, {str(target)!r})
 
 # --- resume on torch >= 2.6 ---------------------------------------------------------------
 
+
 def test_resume_fails_without_mmfix_and_works_with_it(work_copy: Path) -> None:
     stock = train(work_copy, "--resume", "--cfg-options", "train_cfg.max_epochs=4", mmfix=False, check=False)
     assert stock.returncode != 0
@@ -101,21 +103,27 @@ print(json.dumps({{
     assert out["history"] and out["mean"] == out["mean"]  # a real number, not NaN
     assert out["numpy"].startswith("2.")
     spelling = "numpy.core.multiarray" if "numpy1" in name else "numpy._core.multiarray"
-    report = json.loads(run([sys.executable, "-m", "mmfix", "inspect", "--json", str(FIXTURES / name)],
-                            check=True).stdout)
+    report = json.loads(
+        run([sys.executable, "-m", "mmfix", "inspect", "--json", str(FIXTURES / name)], check=True).stdout
+    )
     assert f"{spelling}._reconstruct" in {g["name"] for g in report["globals"]}
 
 
 # --- CPU mapping ------------------------------------------------------------------------------
 
+
 def test_cuda_tagged_checkpoint_loads_everywhere_on_a_cpu_host(cuda1_checkpoint: Path, tmp_path: Path) -> None:
-    report = json.loads(run([sys.executable, "-m", "mmfix", "inspect", "--json", str(cuda1_checkpoint)],
-                            check=True).stdout)
+    report = json.loads(
+        run([sys.executable, "-m", "mmfix", "inspect", "--json", str(cuda1_checkpoint)], check=True).stdout
+    )
     assert set(report["devices"]) == {"cuda:1"}
     assert "saved on cuda:1 — without CPU mapping every rank allocates them on GPU 1" in report["summary"]
 
-    stock = run_python(f"import torch; torch.load({str(cuda1_checkpoint)!r}, weights_only=False)",
-                       env=clean_env(MMFIX_DISABLE="1"), check=False)
+    stock = run_python(
+        f"import torch; torch.load({str(cuda1_checkpoint)!r}, weights_only=False)",
+        env=clean_env(MMFIX_DISABLE="1"),
+        check=False,
+    )
     assert "Attempting to deserialize object on a CUDA device" in stock.stderr
 
     code = f"""
@@ -172,8 +180,9 @@ print(json.dumps(seen))
 
 
 def test_cpu_map_switch_restores_stock_behaviour(cuda1_checkpoint: Path) -> None:
-    proc = run_python(f"import mmfix, torch; torch.load({str(cuda1_checkpoint)!r})",
-                      env=clean_env(MMFIX_CPU_MAP="0"), check=False)
+    proc = run_python(
+        f"import mmfix, torch; torch.load({str(cuda1_checkpoint)!r})", env=clean_env(MMFIX_CPU_MAP="0"), check=False
+    )
     assert "Attempting to deserialize object on a CUDA device" in proc.stderr
 
 
@@ -193,8 +202,11 @@ class Builder:  # its own __init__ runs with the file's arguments: never offered
 def custom_checkpoint(tmp_path: Path) -> Path:
     (tmp_path / "mymod.py").write_text(CUSTOM)
     path = tmp_path / "custom.pth"
-    run_python(f"import torch, mymod; torch.save({{'obj': mymod.Custom(5), 't': torch.ones(2)}}, {str(path)!r})",
-               cwd=tmp_path, env=clean_env(PYTHONPATH=str(tmp_path)))
+    run_python(
+        f"import torch, mymod; torch.save({{'obj': mymod.Custom(5), 't': torch.ones(2)}}, {str(path)!r})",
+        cwd=tmp_path,
+        env=clean_env(PYTHONPATH=str(tmp_path)),
+    )
     return path
 
 
@@ -221,8 +233,12 @@ def test_refused_checkpoint_error_says_file_globals_and_how_to_trust(custom_chec
     assert "mymod.Custom" in last and "not imported" in last and "export MMFIX_TRUSTED_GLOBALS" not in last
     # both ways of trusting work
     ok_env = clean_env(PYTHONPATH=str(custom_checkpoint.parent), MMFIX_TRUSTED_GLOBALS="mymod.Custom")
-    assert run_python(f"import mmfix, torch; print(torch.load({str(custom_checkpoint)!r})['obj'].v)",
-                      env=ok_env).stdout.strip() == "5"
+    assert (
+        run_python(
+            f"import mmfix, torch; print(torch.load({str(custom_checkpoint)!r})['obj'].v)", env=ok_env
+        ).stdout.strip()
+        == "5"
+    )
     code = f"import mmfix, torch; mmfix.trust_globals('mymod.Custom'); print(torch.load({str(custom_checkpoint)!r})['obj'].v)"
     assert run_python(code, env=env).stdout.strip() == "5"
     # it is still an UnpicklingError for code written against stock torch
@@ -238,9 +254,12 @@ except pickle.UnpicklingError as e:
 
 def test_hostile_globals_are_never_trusted(tmp_path: Path) -> None:
     env = clean_env(MMFIX_TRUSTED_GLOBALS="builtins.getattr,posix.system,os.system")
-    proc = run_python("import mmfix, torch, torch.serialization as ts; "
-                      "print(sorted(n for n in torch._weights_only_unpickler._get_user_allowed_globals() "
-                      "if 'system' in n or 'getattr' in n))", env=env)
+    proc = run_python(
+        "import mmfix, torch, torch.serialization as ts; "
+        "print(sorted(n for n in torch._weights_only_unpickler._get_user_allowed_globals() "
+        "if 'system' in n or 'getattr' in n))",
+        env=env,
+    )
     assert proc.stdout.strip() == "[]"  # the stand-in is registered only with MMEngine loaded
     assert proc.stderr.count("mmfix never trusts it") == 3
 
@@ -256,19 +275,25 @@ g["load"]({str(custom_checkpoint)!r})
     held = run_python(as_mmengine, env=env, check=False)
     assert held.returncode == 1 and "CheckpointRefusedError" in held.stderr
     assert "mmfix held it to the safe loader" in held.stderr
-    let_through = run_python(as_mmengine.replace('g["load"](', 'print(g["load"](').rstrip() + "['obj'].v)",
-                             env=clean_env(PYTHONPATH=str(custom_checkpoint.parent), MMFIX_HOLD_WEIGHTS_ONLY="off"))
+    let_through = run_python(
+        as_mmengine.replace('g["load"](', 'print(g["load"](').rstrip() + "['obj'].v)",
+        env=clean_env(PYTHONPATH=str(custom_checkpoint.parent), MMFIX_HOLD_WEIGHTS_ONLY="off"),
+    )
     assert let_through.stdout.strip() == "5"
-    user = run_python(f"import mmfix, torch; print(torch.load({str(custom_checkpoint)!r}, weights_only=False)['obj'].v)",
-                      env=env)
+    user = run_python(
+        f"import mmfix, torch; print(torch.load({str(custom_checkpoint)!r}, weights_only=False)['obj'].v)", env=env
+    )
     assert user.stdout.strip() == "5"
-    held_all = run_python(f"import mmfix, torch; torch.load({str(custom_checkpoint)!r}, weights_only=False)",
-                          env=clean_env(PYTHONPATH=str(custom_checkpoint.parent), MMFIX_HOLD_WEIGHTS_ONLY="all"),
-                          check=False)
+    held_all = run_python(
+        f"import mmfix, torch; torch.load({str(custom_checkpoint)!r}, weights_only=False)",
+        env=clean_env(PYTHONPATH=str(custom_checkpoint.parent), MMFIX_HOLD_WEIGHTS_ONLY="all"),
+        check=False,
+    )
     assert "CheckpointRefusedError" in held_all.stderr
 
 
 # --- corrupt input -----------------------------------------------------------------------
+
 
 @pytest.fixture
 def broken_files(trained: Path, tmp_path: Path) -> dict[str, Path]:
@@ -330,10 +355,12 @@ print(json.dumps(out))
 
 # --- mmap ----------------------------------------------------------------------------------
 
+
 def test_mmap_switch_maps_zip_files_and_falls_back_silently(trained: Path, tmp_path: Path) -> None:
     legacy = tmp_path / "legacy.pth"
-    run_python(f"import torch; torch.save({{'w': torch.ones(4)}}, {str(legacy)!r}, "
-               "_use_new_zipfile_serialization=False)")
+    run_python(
+        f"import torch; torch.save({{'w': torch.ones(4)}}, {str(legacy)!r}, _use_new_zipfile_serialization=False)"
+    )
     code = f"""
 import io, json, warnings, mmfix, torch
 warnings.simplefilter("error")
@@ -352,6 +379,7 @@ print(json.dumps({{"mapped": mapped, "buffer_ok": "state_dict" in buf, "legacy_o
 
 
 # --- mmfix inspect ---------------------------------------------------------------------------
+
 
 def test_inspect_real_runner_checkpoint(trained: Path) -> None:
     path = trained / "epoch_3.pth"

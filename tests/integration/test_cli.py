@@ -1,4 +1,5 @@
 """The `mmfix` and `mmfix-run` commands as a user meets them (issue 11, items 4-7), in real processes."""
+
 from __future__ import annotations
 
 import json
@@ -24,6 +25,7 @@ def shell_env(**extra: str) -> dict[str, str]:
 
 # --- item 5: `mmfix status` / `mmfix doctor` answer for a Python started from this shell ----------
 
+
 def status(*prefix: str, **env: str) -> dict:
     proc = run([*prefix, *MMFIX, "status", "--json"], env=shell_env(**env), check=True)
     return json.loads(proc.stdout)
@@ -32,8 +34,12 @@ def status(*prefix: str, **env: str) -> dict:
 def test_status_outside_every_door_says_not_active_and_how_to_turn_it_on() -> None:
     out = status()
     assert out["active"] is False and out["front_doors"] == [] and out["patches"] == {}
-    assert out["doors"] == {"pth_hook_installed": False, "sitecustomize_on_pythonpath": False,
-                            "inside_mmfix_run": False, "pythonstartup_interactive_only": False}
+    assert out["doors"] == {
+        "pth_hook_installed": False,
+        "sitecustomize_on_pythonpath": False,
+        "inside_mmfix_run": False,
+        "pythonstartup_interactive_only": False,
+    }
     text = run([*MMFIX, "status"], env=shell_env(), check=True).stdout
     assert "mmfix is NOT active for `python train.py` started from this shell" in text
     assert "mmfix-run python train.py" in text and "mmfix hook install" in text
@@ -53,8 +59,10 @@ def test_status_inside_sitecustomize_mmfix_run_and_both() -> None:
 
     out = status(PYTHONPATH=site, MMFIX_DISABLE="1")
     assert out["active"] is False and out["disabled"] is True
-    assert "switched off (MMFIX_DISABLE)" in run([*MMFIX, "status"], env=shell_env(PYTHONPATH=site,
-                                                                                     MMFIX_DISABLE="1")).stdout
+    assert (
+        "switched off (MMFIX_DISABLE)"
+        in run([*MMFIX, "status"], env=shell_env(PYTHONPATH=site, MMFIX_DISABLE="1")).stdout
+    )
 
 
 def test_status_says_pythonstartup_is_for_interactive_sessions_only() -> None:
@@ -78,6 +86,7 @@ def test_doctor_reports_the_new_python_not_its_own_process() -> None:
 
 # --- item 6: CLI conventions -------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("flag", ["--help", "-h"])
 def test_mmfix_run_help(flag: str) -> None:
     proc = run([MMFIX_RUN, flag], env=clean_env(), check=True)
@@ -88,18 +97,29 @@ def test_mmfix_run_help(flag: str) -> None:
 def test_mmfix_run_version_and_its_help_flag_after_a_command_belongs_to_the_command() -> None:
     import mmfix
 
-    assert run([MMFIX_RUN, "--version"], env=clean_env(), check=True).stdout.strip() == \
-        f"mmfix-run (mmfix {mmfix.__version__})"
-    proc = run([MMFIX_RUN, sys.executable, "-c", "import sys; print(sys.argv[1:])", "--help"], env=clean_env(),
-               check=True)
+    assert (
+        run([MMFIX_RUN, "--version"], env=clean_env(), check=True).stdout.strip()
+        == f"mmfix-run (mmfix {mmfix.__version__})"
+    )
+    proc = run(
+        [MMFIX_RUN, sys.executable, "-c", "import sys; print(sys.argv[1:])", "--help"], env=clean_env(), check=True
+    )
     assert proc.stdout.strip() == "['--help']"
 
 
 def test_every_subcommand_help_describes_it_and_its_options() -> None:
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
-    assert set(sub.choices) == {"status", "hook", "run", "startup-file", "translate", "doctor", "inspect",
-                                "convert-config"}
+    assert set(sub.choices) == {
+        "status",
+        "hook",
+        "run",
+        "startup-file",
+        "translate",
+        "doctor",
+        "inspect",
+        "convert-config",
+    }
     for name, subparser in sub.choices.items():
         assert subparser.description and len(subparser.description) > 30, name
         for action in subparser._actions:
@@ -108,8 +128,11 @@ def test_every_subcommand_help_describes_it_and_its_options() -> None:
         assert subparser.description.split(".")[0][:40] in " ".join(text.split()), (name, text)
 
 
-@pytest.mark.parametrize("command", [[*MMFIX, "doctor"], [*MMFIX, "status", "--json"], [*MMFIX, "--help"],
-                                     [MMFIX_RUN, "--help"]], ids=["doctor", "status", "help", "mmfix-run-help"])
+@pytest.mark.parametrize(
+    "command",
+    [[*MMFIX, "doctor"], [*MMFIX, "status", "--json"], [*MMFIX, "--help"], [MMFIX_RUN, "--help"]],
+    ids=["doctor", "status", "help", "mmfix-run-help"],
+)
 @pytest.mark.slow
 def test_output_into_a_closed_pipe_ends_quietly(command: list[str]) -> None:
     # The reader is gone before the first write, as with `| head` once head has its lines.
@@ -160,16 +183,34 @@ def test_translate_reads_the_parser_from_the_source_and_runs_nothing(tmp_path: P
     tool.write_text(TOOL_WITH_SIDE_EFFECT)
     marker = tmp_path / "ran"
     env = clean_env(SIDE_EFFECT=str(marker))
-    proc = run([*MMFIX, "translate", "--json", sys.executable, str(tool), "cfg.py", "--gpus", "2", "--seed", "3"],
-               env=env, check=True)
+    proc = run(
+        [*MMFIX, "translate", "--json", sys.executable, str(tool), "cfg.py", "--gpus", "2", "--seed", "3"],
+        env=env,
+        check=True,
+    )
     data = json.loads(proc.stdout)
     assert data["changed"] and data["command"][1:3] == ["-m", "torch.distributed.run"]
     assert "randomness.seed=3" in data["command"] and data["command"][-2:] == ["--launcher", "pytorch"]
     assert not marker.exists()  # no trace of the script's top-level code
 
     # The control: --run-to-parse does run the top-level code, and agrees.
-    proc = run([*MMFIX, "translate", "--json", "--run-to-parse", sys.executable, str(tool), "cfg.py", "--gpus", "2",
-                "--seed", "3"], env=env, check=True)
+    proc = run(
+        [
+            *MMFIX,
+            "translate",
+            "--json",
+            "--run-to-parse",
+            sys.executable,
+            str(tool),
+            "cfg.py",
+            "--gpus",
+            "2",
+            "--seed",
+            "3",
+        ],
+        env=env,
+        check=True,
+    )
     assert marker.exists() and json.loads(proc.stdout)["command"][3:] == data["command"][3:]
 
 
@@ -177,7 +218,9 @@ def test_translate_asks_for_run_to_parse_when_the_source_cannot_say(tmp_path: Pa
     tool = tmp_path / "computed.py"
     tool.write_text(TOOL_WITH_SIDE_EFFECT.replace("'--work-dir'", "'--' + 'work-dir'"))
     marker = tmp_path / "ran"
-    proc = run([*MMFIX, "translate", sys.executable, str(tool), "cfg.py", "--gpus", "2"],
-               env=clean_env(SIDE_EFFECT=str(marker)))
+    proc = run(
+        [*MMFIX, "translate", sys.executable, str(tool), "cfg.py", "--gpus", "2"],
+        env=clean_env(SIDE_EFFECT=str(marker)),
+    )
     assert proc.returncode == 2 and "--run-to-parse" in proc.stderr and "cannot be read from its source" in proc.stderr
     assert not marker.exists() and "Traceback" not in proc.stderr

@@ -9,6 +9,7 @@ Each must end in a clean refusal, with nothing acting and no class-level state c
 Stock torch's result is recorded next to each; controls show the dangerous payloads
 are real where mmfix's guards are absent.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,7 +31,8 @@ CLEAN = {"CheckpointRefusedError", "CheckpointCorruptError"}
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, Path, Path | None]]:
     tmp = tmp_path_factory.mktemp("crafted")
     out: dict[str, tuple[str, Path, Path | None]] = {
-        name: ("code", path, marker) for name, (path, marker) in build_corpus(tmp).items()}
+        name: ("code", path, marker) for name, (path, marker) in build_corpus(tmp).items()
+    }
     out.update({name: (kind, path, tmp / f"marker_{name}") for name, (kind, path) in build_crafted(tmp).items()})
     return out
 
@@ -50,8 +52,19 @@ def outcomes(corpus) -> dict[str, dict]:
 
 def test_corpus_covers_every_class_with_40_or_more_payloads(corpus) -> None:
     kinds = {kind for kind, _, _ in corpus.values()}
-    assert kinds >= {"code", "memory", "hang", "spelling", "replay", "zip", "state", "verdict", "trust", "leak",
-                     "cyclic"}
+    assert kinds >= {
+        "code",
+        "memory",
+        "hang",
+        "spelling",
+        "replay",
+        "zip",
+        "state",
+        "verdict",
+        "trust",
+        "leak",
+        "cyclic",
+    }
     assert len(corpus) >= 40
     assert len(payloads(Path("/x"))) + len(crafted_bodies(Path("/x"))) + 5 == len(corpus)
 
@@ -77,7 +90,9 @@ def test_every_file_is_refused_cleanly_by_every_loader_with_no_side_effect(corpu
             elif loader == "mmfix inspect":
                 # Either it cannot be read (damaged) or the verdict refuses it: never "loads".
                 assert result[0] == "CheckpointCorruptError" or (result[0] == "verdict" and result[2] is False), (
-                    name, result)
+                    name,
+                    result,
+                )
                 if result[0] == "verdict":
                     assert "loads with weights_only=True" not in result[1], (name, result)
             else:
@@ -103,8 +118,13 @@ def test_stock_torch_refuses_every_file_quickly(corpus, outcomes) -> None:
         stock = outcomes["stock"][name]
         assert stock["status"] == "ok", (name, stock["status"])
         # (bytearray is on torch's own list: stock runs out of memory there, mmfix says why)
-        assert stock["results"]["torch.load(weights_only=True)"][0] in ("UnpicklingError", "RuntimeError",
-                                                                         "BadZipFile", "EOFError", "MemoryError"), name
+        assert stock["results"]["torch.load(weights_only=True)"][0] in (
+            "UnpicklingError",
+            "RuntimeError",
+            "BadZipFile",
+            "EOFError",
+            "MemoryError",
+        ), name
 
 
 def test_refusals_name_what_is_wrong(corpus, outcomes) -> None:
@@ -115,20 +135,30 @@ def test_refusals_name_what_is_wrong(corpus, outcomes) -> None:
         assert str(path) in message, name
         if kind in ("memory", "hang", "state", "verdict", "spelling", "code", "trust", "leak"):
             assert kind_ in CLEAN, (name, kind_)
-            assert "malicious" in message or "MMFIX_TRUSTED_GLOBALS" in message or (
-                kind_ == "CheckpointCorruptError" and "damaged" in message), (name, message)
+            assert (
+                "malicious" in message
+                or "MMFIX_TRUSTED_GLOBALS" in message
+                or (kind_ == "CheckpointCorruptError" and "damaged" in message)
+            ), (name, message)
         if kind in ("memory", "hang", "state", "verdict", "trust", "leak", "spelling"):
             assert "export MMFIX_TRUSTED_GLOBALS" not in message, name  # nothing here is trustable
         if kind == "zip" and "encrypted" not in name:
-            assert kind_ == "CheckpointCorruptError" and ("overlap" in message or "twice" in message
-                                                          or "inflate" in message), (name, message)
+            assert kind_ == "CheckpointCorruptError" and (
+                "overlap" in message or "twice" in message or "inflate" in message
+            ), (name, message)
 
 
-SPELLED = {"spelled_torch_serialization_os_system": "torch.serialization.os.system",
-           "spelled_logger_os_system": "mmengine.logging.logger.os.system",
-           "pydoc_pipepager": "pydoc.pipepager", "posixsubprocess_fork_exec": "_posixsubprocess.fork_exec",
-           "ctypes_dlopen": "_ctypes.dlopen", "torch_hub_load": "torch.hub.load", "io_open_write": "io.open",
-           "spelled_functools_partial_system": "mmengine.utils.misc.functools.partial", **TRUST_BAIT}
+SPELLED = {
+    "spelled_torch_serialization_os_system": "torch.serialization.os.system",
+    "spelled_logger_os_system": "mmengine.logging.logger.os.system",
+    "pydoc_pipepager": "pydoc.pipepager",
+    "posixsubprocess_fork_exec": "_posixsubprocess.fork_exec",
+    "ctypes_dlopen": "_ctypes.dlopen",
+    "torch_hub_load": "torch.hub.load",
+    "io_open_write": "io.open",
+    "spelled_functools_partial_system": "mmengine.utils.misc.functools.partial",
+    **TRUST_BAIT,
+}
 
 
 @pytest.mark.parametrize("name", [n for n, (k, _) in crafted_bodies(Path("/x")).items() if k in ("spelling", "trust")])
@@ -163,13 +193,21 @@ from numpy._core import multiarray
 ts.add_safe_globals([np.dtype, np.ndarray, multiarray._reconstruct, multiarray.scalar]
                     + [type(np.dtype(c)) for c in "?bBhHiIlLqQefdgFDGO"])
 """
-    crash = run_python(allow + f"torch.load({str(corpus['object_dtype_flags_cleared_direct'][1])!r})",
-                       env=clean_env(MMFIX_DISABLE="1"), check=False, timeout=60)
+    crash = run_python(
+        allow + f"torch.load({str(corpus['object_dtype_flags_cleared_direct'][1])!r})",
+        env=clean_env(MMFIX_DISABLE="1"),
+        check=False,
+        timeout=60,
+    )
     assert crash.returncode < 0 or crash.returncode > 128, (crash.returncode, crash.stderr[-500:])
     start = time.monotonic()
     with pytest.raises(Exception, match="timed out"):
-        run_python(allow + f"torch.load({str(corpus['zero_stride_2_62_elements'][1])!r})",
-                   env=clean_env(MMFIX_DISABLE="1"), check=False, timeout=10)
+        run_python(
+            allow + f"torch.load({str(corpus['zero_stride_2_62_elements'][1])!r})",
+            env=clean_env(MMFIX_DISABLE="1"),
+            check=False,
+            timeout=10,
+        )
     assert time.monotonic() - start >= 9
 
 
@@ -185,8 +223,14 @@ print(HistoryBuffer._statistics_methods['mean'] is HistoryBuffer.max)
 
 
 def test_inspect_cli_reads_crafted_files_quickly_and_never_says_loads(corpus) -> None:
-    for name in ("deep_nesting", "tuple_dag_dict_key", "zip_record_listed_20000_times", "object_dtype_scalar",
-                 "history_buffer_mean_as_max", "getattr_on_numpy"):
+    for name in (
+        "deep_nesting",
+        "tuple_dag_dict_key",
+        "zip_record_listed_20000_times",
+        "object_dtype_scalar",
+        "history_buffer_mean_as_max",
+        "getattr_on_numpy",
+    ):
         start = time.monotonic()
         proc = run([sys.executable, "-m", "mmfix", "inspect", str(corpus[name][1])], timeout=60)
         assert time.monotonic() - start < 30, name

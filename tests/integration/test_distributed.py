@@ -1,4 +1,5 @@
 """Real 2-process CPU runs through torchrun with a real MMEngine Runner (gloo)."""
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,21 @@ MMFIX_RUN = str(Path(sys.executable).parent / "mmfix-run")
 
 
 def torchrun(work_dir: Path, *extra: str, mmfix: bool = True, **env: str):
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-           str(TRAIN), str(DDP_CONFIG), "--launcher", "pytorch", "--work-dir", str(work_dir), *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        str(TRAIN),
+        str(DDP_CONFIG),
+        "--launcher",
+        "pytorch",
+        "--work-dir",
+        str(work_dir),
+        *extra,
+    ]
     if mmfix:
         cmd = [MMFIX_RUN, *cmd]
     # CUDA_VISIBLE_DEVICES= : a CPU-only run even on a CUDA host
@@ -44,7 +58,7 @@ def test_two_rank_cpu_training_under_mmfix(tmp_path: Path) -> None:
     assert (tmp_path / "epoch_2.pth").exists()
     assert log.count("mmfix uses gloo instead") == 1  # one warning, from rank 0
     assert "memory report: peak memory per rank" in log
-    table = log[log.index("memory report: peak memory per rank"):]
+    table = log[log.index("memory report: peak memory per rank") :]
     assert " cpu " in table and "\n    0  " in table and "\n    1  " in table
 
 
@@ -64,13 +78,12 @@ def test_unused_parameters_are_named_and_the_switch_fixes_it(tmp_path: Path) -> 
     # still names the rank and the error (from the error file).
     for rank in (0, 1):
         assert proc.stderr.count(f"[rank {rank}] mmfix.UnusedParametersError: DDP stopped training") == 1
-    summary = log[log.index("Root Cause"):]
+    summary = log[log.index("Root Cause") :]
     assert "error_file: <N/A>" not in summary and "UnusedParametersError: DDP stopped training" in summary
-    head = proc.stderr[:proc.stderr.index("ChildFailedError")]
+    head = proc.stderr[: proc.stderr.index("ChildFailedError")]
     assert head.count("Traceback (most recent call last)") <= 1  # torchrun's own, ahead of its summary
 
-    proc, log = torchrun(tmp_path / "b", "--cfg-options", "model.unused_branch=True",
-                         MMFIX_FIND_UNUSED_PARAMETERS="1")
+    proc, log = torchrun(tmp_path / "b", "--cfg-options", "model.unused_branch=True", MMFIX_FIND_UNUSED_PARAMETERS="1")
     assert proc.returncode == 0, log[-3000:]
     assert "DDP runs with find_unused_parameters=True" in log
     assert (tmp_path / "b" / "epoch_2.pth").exists()
@@ -137,14 +150,24 @@ def test_memory_report_flags_outliers() -> None:
     from mmfix._patches.memory_report import format_table
 
     gib = 2**30
-    rows = [{"rank": r, "host": "n1", "device": f"cuda:{r}", "peak_allocated": gib, "peak_reserved": v * gib,
-             "peak_rss": gib} for r, v in enumerate([1.0, 1.05, 2.0, 1.0])]
+    rows = [
+        {
+            "rank": r,
+            "host": "n1",
+            "device": f"cuda:{r}",
+            "peak_allocated": gib,
+            "peak_reserved": v * gib,
+            "peak_rss": gib,
+        }
+        for r, v in enumerate([1.0, 1.05, 2.0, 1.0])
+    ]
     table = format_table(rows)
     flagged = [line for line in table.splitlines() if "above the median" in line and line.strip()[0].isdigit()]
     assert len(flagged) == 1 and flagged[0].split()[0] == "2" and "95% above the median" in flagged[0]  # median 1.025
 
 
 # --- mmfix doctor ------------------------------------------------------------------------------
+
 
 def test_doctor_reports_what_a_bug_report_needs() -> None:
     holder = socket.socket()
@@ -154,14 +177,22 @@ def test_doctor_reports_what_a_bug_report_needs() -> None:
     except OSError:
         pass  # something else holds it: the report must say "in use" either way
     try:
-        env = clean_env(CUDA_VISIBLE_DEVICES="", RANK="0", WORLD_SIZE="2", MASTER_PORT="29500",
-                        SLURM_JOB_ID="42", SLURM_NTASKS="2", MMFIX_MMAP="1")
+        env = clean_env(
+            CUDA_VISIBLE_DEVICES="",
+            RANK="0",
+            WORLD_SIZE="2",
+            MASTER_PORT="29500",
+            SLURM_JOB_ID="42",
+            SLURM_NTASKS="2",
+            MMFIX_MMAP="1",
+        )
         report = json.loads(run([sys.executable, "-m", "mmfix", "doctor", "--json"], env=env, check=True).stdout)
         text = run([sys.executable, "-m", "mmfix", "doctor"], env=env, check=True).stdout
     finally:
         holder.close()
     assert report["packages"]["torch"] == torch.__version__.split("+")[0] or report["packages"]["torch"].startswith(
-        torch.__version__.split("+")[0])
+        torch.__version__.split("+")[0]
+    )
     assert report["packages"]["mmengine"] == "0.10.7"
     assert report["torch"]["cuda_available"] is False
     assert report["environment"]["CUDA_VISIBLE_DEVICES"] == ""
@@ -175,12 +206,15 @@ def test_doctor_reports_what_a_bug_report_needs() -> None:
     assert "MMFIX_MMAP=1" in text and "## Known problems" in text
 
 
-@pytest.mark.parametrize("versions,needle", [
-    ({"torch": "2.5.1", "mmengine": "0.10.7"}, None),
-    ({"torch": "2.6.0", "mmengine": "0.10.8"}, None),
-    ({"torch": "2.6.0", "mmengine": "0.10.4"}, "resume fails"),
-    ({"torch": "2.1.0", "mmengine": "0.10.3", "mmdet": "3.3.0", "mmcv": "2.2.0"}, "asserts mmcv"),
-])
+@pytest.mark.parametrize(
+    "versions,needle",
+    [
+        ({"torch": "2.5.1", "mmengine": "0.10.7"}, None),
+        ({"torch": "2.6.0", "mmengine": "0.10.8"}, None),
+        ({"torch": "2.6.0", "mmengine": "0.10.4"}, "resume fails"),
+        ({"torch": "2.1.0", "mmengine": "0.10.3", "mmdet": "3.3.0", "mmcv": "2.2.0"}, "asserts mmcv"),
+    ],
+)
 def test_known_bad_combinations(versions: dict, needle: str | None) -> None:
     from mmfix._doctor import known_problems
 

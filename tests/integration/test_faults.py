@@ -1,5 +1,6 @@
 """Never lose a run: SIGKILL mid-save, a full disk, a failing worker — with real processes
 and real ~100 MB checkpoints written by MMEngine."""
+
 from __future__ import annotations
 
 import os
@@ -31,8 +32,17 @@ def env(**extra: str) -> dict[str, str]:
 
 
 def train(work: Path, *extra: str, procs: int = 1, mmfix: bool = True, timeout: float = 300, **e: str):
-    args = [sys.executable, str(TRAIN), str(DDP_CONFIG), "--work-dir", str(work), "--cfg-options",
-            f"model.ballast_mb={BALLAST_MB}", "train_cfg.max_epochs=3", *extra]
+    args = [
+        sys.executable,
+        str(TRAIN),
+        str(DDP_CONFIG),
+        "--work-dir",
+        str(work),
+        "--cfg-options",
+        f"model.ballast_mb={BALLAST_MB}",
+        "train_cfg.max_epochs=3",
+        *extra,
+    ]
     if procs > 1:
         args += ["--gpus", str(procs)]
     environment = env(**e)
@@ -54,13 +64,16 @@ def final_names(work: Path) -> list[Path]:
     return [p for p in work.glob("*.pth") if not p.name.startswith(".")]
 
 
-@pytest.mark.parametrize("procs,epoch,fraction", SINGLE + DDP,
-                         ids=[f"{p}proc-epoch{e}-at{f}" for p, e, f in SINGLE + DDP])
-def test_sigkill_mid_save_leaves_old_or_new_and_resume_completes(tmp_path: Path, procs: int, epoch: int,
-                                                                  fraction: float) -> None:
+@pytest.mark.parametrize(
+    "procs,epoch,fraction", SINGLE + DDP, ids=[f"{p}proc-epoch{e}-at{f}" for p, e, f in SINGLE + DDP]
+)
+def test_sigkill_mid_save_leaves_old_or_new_and_resume_completes(
+    tmp_path: Path, procs: int, epoch: int, fraction: float
+) -> None:
     work = tmp_path / "work"
-    proc, log = train(work, procs=procs, KILL_AT_SAVE=f"{epoch}:{fraction}",
-                      KILL_EXPECTED_BYTES=str(BALLAST_MB * 2**20))
+    proc, log = train(
+        work, procs=procs, KILL_AT_SAVE=f"{epoch}:{fraction}", KILL_EXPECTED_BYTES=str(BALLAST_MB * 2**20)
+    )
     assert proc.returncode != 0, "the kill did not land"
     for path in final_names(work):
         assert readable(path), f"{path.name} is torn under its final name"
@@ -88,8 +101,9 @@ def test_control_stock_mmengine_leaves_a_torn_file_under_the_final_name(tmp_path
 def small_disk(tmp_path: Path):
     mount = tmp_path / "small_disk"
     mount.mkdir()
-    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=150m", "tmpfs", str(mount)],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=150m", "tmpfs", str(mount)], capture_output=True, text=True
+    )
     if result.returncode != 0:
         pytest.fail(f"mounting a 150 MB tmpfs needs root (CI runs as root): {result.stderr}")
     try:
@@ -118,8 +132,7 @@ def test_disk_full_stops_with_one_clear_error_and_no_partial_file(small_disk: Pa
 
 def test_control_stock_disk_full_leaves_a_partial_file(small_disk: Path) -> None:
     work = small_disk / "work"
-    proc, _ = train(work, "--cfg-options", "val_cfg=None", "val_dataloader=None", "val_evaluator=None",
-                    mmfix=False)
+    proc, _ = train(work, "--cfg-options", "val_cfg=None", "val_dataloader=None", "val_evaluator=None", mmfix=False)
     assert proc.returncode != 0
     partial = work / "epoch_2.pth"
     assert partial.exists() and not readable(partial)
@@ -142,10 +155,13 @@ def test_explicit_resume_of_an_unreadable_file_is_a_clear_error(tmp_path: Path) 
 
 def test_a_worker_that_raises_fails_the_legacy_launch_names_it_and_leaves_nothing(tmp_path: Path) -> None:
     work = tmp_path / f"raise-{uuid.uuid4().hex[:8]}"
-    proc = run([MMFIX_RUN, sys.executable, str(TRAIN), str(DDP_CONFIG), "--work-dir", str(work), "--gpus", "2"],
-               env=env(PROBE_FAIL_RANK="1"), timeout=300)
+    proc = run(
+        [MMFIX_RUN, sys.executable, str(TRAIN), str(DDP_CONFIG), "--work-dir", str(work), "--gpus", "2"],
+        env=env(PROBE_FAIL_RANK="1"),
+        timeout=300,
+    )
     assert proc.returncode != 0
-    summary = proc.stderr[proc.stderr.index("Root Cause"):]
+    summary = proc.stderr[proc.stderr.index("Root Cause") :]
     assert "rank      : 1 (local_rank: 1)" in summary
     assert "RuntimeError: probe: deliberate failure on rank 1" in summary
     assert processes_mentioning(str(work)) == []

@@ -1,4 +1,5 @@
 """Each zero-code front door, in real interpreters started the way users start them."""
+
 from __future__ import annotations
 
 import json
@@ -46,7 +47,7 @@ print("RESULT " + json.dumps({"active": active, "depth": depth, "doors": doors,
 def result(proc: subprocess.CompletedProcess[str]) -> dict:
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT "):])
+            return json.loads(line[len("RESULT ") :])
     raise AssertionError(f"no RESULT line\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
 
 
@@ -58,6 +59,7 @@ def script(tmp_path: Path) -> Path:
 
 
 # 1. `import mmfix` as the first line --------------------------------------------------------
+
 
 @pytest.mark.slow
 def test_import_first_line_of_script_and_of_a_package_main(tmp_path: Path) -> None:
@@ -74,6 +76,7 @@ def test_import_first_line_of_script_and_of_a_package_main(tmp_path: Path) -> No
 
 
 # 2. sitecustomize_example --------------------------------------------------------------------
+
 
 def _user_sitecustomize(tmp_path: Path) -> Path:
     user = tmp_path / "user_site"
@@ -133,13 +136,15 @@ def test_broken_user_sitecustomize_does_not_stop_mmfix(tmp_path: Path, script: P
 
 # 3. .pth / .start hook in a real virtual environment ----------------------------------------
 
+
 @pytest.fixture(scope="module")
 def hooked_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("venv")
     venv.EnvBuilder(with_pip=False).create(root)
     py = root / "bin" / "python"
     purelib = subprocess.check_output(
-        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True).strip()
+        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True
+    ).strip()
     # The new environment sees the test environment's packages and this checkout
     # through a path-only .pth, processed before mmfix.pth ('_' sorts first).
     outer = [p for p in sys.path if p.endswith("site-packages")]
@@ -169,8 +174,12 @@ def test_hook_install_status_uninstall(hooked_venv: Path, script: Path) -> None:
     assert status["active"] and status["front_doors"] == ["pth"] and status["doors"]["pth_hook_installed"]
     # -I keeps site-packages (and so the .pth); -S skips it.
     assert result(run([py, "-I", str(script)], check=True))["active"] is True
-    assert result(run([py, "-S", "-c", f"import sys; sys.path[:0] = {sys.path!r}\n" + SCRIPT_NO_IMPORT],
-                      check=True))["active"] is False
+    assert (
+        result(run([py, "-S", "-c", f"import sys; sys.path[:0] = {sys.path!r}\n" + SCRIPT_NO_IMPORT], check=True))[
+            "active"
+        ]
+        is False
+    )
     # the global switch still wins over an installed hook
     assert result(run([py, str(script)], env=clean_env(MMFIX_DISABLE="1"), check=True))["active"] is False
 
@@ -191,13 +200,15 @@ def test_stale_pth_without_mmfix_is_silent(tmp_path: Path) -> None:
     from mmfix import _pth_installer as hook
 
     purelib = subprocess.check_output(
-        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True).strip()
+        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True
+    ).strip()
     hook.install(purelib)
     proc = run([str(py), "-c", "print('alive')"], check=True)
     assert proc.stdout.strip() == "alive" and proc.stderr == ""
 
 
 # 4. mmfix-run ----------------------------------------------------------------------------
+
 
 def _mmfix_run() -> str:
     return str(Path(sys.executable).parent / "mmfix-run")
@@ -207,12 +218,14 @@ def _mmfix_run() -> str:
 def test_mmfix_run_activates_in_command_and_python_children(tmp_path: Path, script: Path) -> None:
     user = _user_sitecustomize(tmp_path)
     parent = tmp_path / "parent.py"
-    parent.write_text(textwrap.dedent(f"""
+    parent.write_text(
+        textwrap.dedent(f"""
         import subprocess, sys
         exec(open({str(script)!r}).read())
         sys.stdout.flush()
         subprocess.run([sys.executable, {str(script)!r}], check=True)
-    """))
+    """)
+    )
     env = clean_env(PYTHONPATH=str(user))
     proc = run([_mmfix_run(), sys.executable, str(parent)], env=env, check=True)
     lines = [json.loads(x[7:]) for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
@@ -231,9 +244,12 @@ def test_mmfix_run_passes_exit_codes_and_signals(tmp_path: Path) -> None:
     killed.write_text("import os, signal; os.kill(os.getpid(), signal.SIGTERM)\n")
     assert run([_mmfix_run(), sys.executable, str(killed)]).returncode == -signal.SIGTERM
     # The command replaces mmfix-run: a signal sent to the pid we started reaches it.
-    sleeper = subprocess.Popen([_mmfix_run(), sys.executable, "-c",
-                                "import time, sys; print('up', flush=True); time.sleep(60)"],
-                               stdout=subprocess.PIPE, text=True, env=clean_env())
+    sleeper = subprocess.Popen(
+        [_mmfix_run(), sys.executable, "-c", "import time, sys; print('up', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=clean_env(),
+    )
     assert sleeper.stdout.readline().strip() == "up"
     sleeper.send_signal(signal.SIGINT)
     # Python exits "killed by SIGINT" after an unhandled KeyboardInterrupt: the signal got there.
@@ -249,12 +265,19 @@ def test_mmfix_run_usage_errors() -> None:
 
 # 5. PYTHONSTARTUP --------------------------------------------------------------------------
 
+
 @pytest.mark.slow
 def test_pythonstartup_is_interactive_only(script: Path) -> None:
     path = run([sys.executable, "-m", "mmfix", "startup-file"], check=True).stdout.strip()
     env = clean_env(PYTHONSTARTUP=path)
-    interactive = subprocess.run([sys.executable, "-i", "-q"], input=f"exec(open({str(script)!r}).read())\n", env=env,
-                                 capture_output=True, text=True, timeout=120)
+    interactive = subprocess.run(
+        [sys.executable, "-i", "-q"],
+        input=f"exec(open({str(script)!r}).read())\n",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     out = result(interactive)
     assert out["active"] is True and out["doors"] == ["pythonstartup"]
     # Python never reads PYTHONSTARTUP for a script: documented, and asserted here.

@@ -8,6 +8,7 @@ Each either loads or raises mmfix's clear error (CheckpointCorruptError /
 CheckpointRefusedError); none crashes the interpreter, hangs past a bound, or
 executes anything (an audit hook watches for process creation and exec/compile).
 """
+
 from __future__ import annotations
 
 import json
@@ -27,9 +28,18 @@ PER_CASE_BOUND_S = 10.0
 
 @pytest.mark.parametrize("first", range(0, CASES, CHUNK))
 def test_seeded_mutations_load_or_raise_our_error(first: int) -> None:
-    proc = run([sys.executable, str(REPO / "tests" / "fuzz_worker.py"), str(FIXTURES / "runner_numpy2.pth"),
-                str(FIXTURES / "runner_numpy1.pth"), str(first), str(CHUNK)],
-               env=clean_env(), timeout=600)
+    proc = run(
+        [
+            sys.executable,
+            str(REPO / "tests" / "fuzz_worker.py"),
+            str(FIXTURES / "runner_numpy2.pth"),
+            str(FIXTURES / "runner_numpy1.pth"),
+            str(first),
+            str(CHUNK),
+        ],
+        env=clean_env(),
+        timeout=600,
+    )
     assert proc.returncode == 0, f"the interpreter died (status {proc.returncode}):\n{proc.stderr[-3000:]}"
     line = next(x for x in proc.stdout.splitlines() if x.startswith("FUZZ "))
     result = json.loads(line[5:])

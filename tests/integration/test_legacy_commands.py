@@ -1,4 +1,5 @@
 """Legacy 2.x command lines, end to end on CPU (gloo), with real torchrun launches."""
+
 from __future__ import annotations
 
 import json
@@ -42,8 +43,7 @@ def probes(work_dir: Path) -> list[dict]:
 
 
 def test_legacy_gpus_2_trains_with_world_size_2_and_resume_from_continues(tmp_path: Path) -> None:
-    proc, log = mmfix_python(TRAIN, DDP_CONFIG, "--work-dir", tmp_path, "--gpus", "2", "--seed", "0",
-                             "--no-validate")
+    proc, log = mmfix_python(TRAIN, DDP_CONFIG, "--work-dir", tmp_path, "--gpus", "2", "--seed", "0", "--no-validate")
     assert proc.returncode == 0, log[-3000:]
     assert log.count("command line translated:") == 1
     assert "--nproc_per_node 2" in log and "randomness.seed=0" in log
@@ -54,14 +54,25 @@ def test_legacy_gpus_2_trains_with_world_size_2_and_resume_from_continues(tmp_pa
     assert (tmp_path / "saved_by_rank0").exists() and not (tmp_path / "saved_by_rank1").exists()
     assert (tmp_path / "epoch_2.pth").exists() and not list(tmp_path.glob("best_*.pth"))  # no validation ran
 
-    proc, log = mmfix_python(TRAIN, DDP_CONFIG, "--work-dir", tmp_path, "--gpus", "2",
-                             "--resume-from", tmp_path / "epoch_2.pth", "--cfg-options", "train_cfg.max_epochs=3")
+    proc, log = mmfix_python(
+        TRAIN,
+        DDP_CONFIG,
+        "--work-dir",
+        tmp_path,
+        "--gpus",
+        "2",
+        "--resume-from",
+        tmp_path / "epoch_2.pth",
+        "--cfg-options",
+        "train_cfg.max_epochs=3",
+    )
     assert proc.returncode == 0, log[-3000:]
     assert "resumed epoch: 2, iter: 8" in log and (tmp_path / "epoch_3.pth").exists()
 
     # test.py with 2.x --eval on the trained checkpoint
-    proc, log = mmfix_python(TEST, DDP_CONFIG, tmp_path / "epoch_3.pth", "--eval", "mse",
-                             "--work-dir", tmp_path / "test")
+    proc, log = mmfix_python(
+        TEST, DDP_CONFIG, tmp_path / "epoch_3.pth", "--eval", "mse", "--work-dir", tmp_path / "test"
+    )
     assert proc.returncode == 0, log[-3000:]
     assert "toy/mse:" in log and "toy/acc" not in log  # the metric --eval asked for, and only it
 
@@ -75,8 +86,20 @@ def test_a_2x_script_that_defines_gpus_is_left_alone() -> None:
 
 
 def test_torch_distributed_launch_with_a_parser_that_knows_only_local_underscore_rank() -> None:
-    cmd = [MMFIX_RUN, sys.executable, "-m", "torch.distributed.launch", "--nproc_per_node", "2",
-           "--master_port", str(free_port()), str(LEGACY2X), "cfg.py", "--launcher", "pytorch"]
+    cmd = [
+        MMFIX_RUN,
+        sys.executable,
+        "-m",
+        "torch.distributed.launch",
+        "--nproc_per_node",
+        "2",
+        "--master_port",
+        str(free_port()),
+        str(LEGACY2X),
+        "cfg.py",
+        "--launcher",
+        "pytorch",
+    ]
     proc = run(cmd, env=env(), timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = [json.loads(x[7:]) for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
@@ -91,9 +114,25 @@ def test_two_nodes_on_localhost_form_one_job(tmp_path: Path) -> None:
     nodes = []
     for rank in ("0", "1"):
         e = env(NNODES="2", NODE_RANK=rank, MASTER_ADDR="127.0.0.1", PORT=port)
-        nodes.append(subprocess.Popen([MMFIX_RUN, sys.executable, str(TRAIN), str(DDP_CONFIG), "--work-dir",
-                                       str(tmp_path), "--gpus", "1", "--no-validate"], env=e,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        nodes.append(
+            subprocess.Popen(
+                [
+                    MMFIX_RUN,
+                    sys.executable,
+                    str(TRAIN),
+                    str(DDP_CONFIG),
+                    "--work-dir",
+                    str(tmp_path),
+                    "--gpus",
+                    "1",
+                    "--no-validate",
+                ],
+                env=e,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )
     logs = [n.communicate(timeout=300)[0] for n in nodes]
     assert [n.returncode for n in nodes] == [0, 0], logs[0][-2000:] + logs[1][-2000:]
     ranks = probes(tmp_path)
@@ -102,8 +141,20 @@ def test_two_nodes_on_localhost_form_one_job(tmp_path: Path) -> None:
 
 
 def test_missing_launcher_is_added_in_torchrun_workers(tmp_path: Path) -> None:
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(TRAIN),
-           str(DDP_CONFIG), "--work-dir", str(tmp_path), "--cfg-options", "train_cfg.max_epochs=1"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        str(TRAIN),
+        str(DDP_CONFIG),
+        "--work-dir",
+        str(tmp_path),
+        "--cfg-options",
+        "train_cfg.max_epochs=1",
+    ]
     proc, log = mmfix_python(*cmd[1:])
     assert proc.returncode == 0, log[-3000:]
     assert "--launcher pytorch added: this is a torchrun worker" in log
@@ -116,13 +167,16 @@ def test_launcher_pytorch_without_a_launcher_is_a_clear_error() -> None:
     assert "no launcher started this process" in log and "python -m torch.distributed.run --nproc_per_node N" in log
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--gpus", "0"], "--gpus must be at least 1"),
-    (["--gpus", "-1"], "--gpus must be at least 1"),
-    (["--gpus", "2.5"], "--gpus expects a whole number"),
-    (["--gpus", "2", "--gpu-ids", "0", "1"], "--gpus and --gpu-ids were both given"),
-    (["--options", "a=1", "--cfg-options", "b=2"], "--options and --cfg-options were both given"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--gpus", "0"], "--gpus must be at least 1"),
+        (["--gpus", "-1"], "--gpus must be at least 1"),
+        (["--gpus", "2.5"], "--gpus expects a whole number"),
+        (["--gpus", "2", "--gpu-ids", "0", "1"], "--gpus and --gpu-ids were both given"),
+        (["--options", "a=1", "--cfg-options", "b=2"], "--options and --cfg-options were both given"),
+    ],
+)
 def test_usage_errors_exit_2_with_one_paragraph(args: list[str], needle: str) -> None:
     proc, log = mmfix_python(TRAIN, CONFIG, *args)
     assert proc.returncode == 2 and needle in proc.stderr and "Traceback" not in log
@@ -147,26 +201,88 @@ def test_fuse_conv_bn_is_refused() -> None:
 
 
 def test_mmfix_translate_prints_and_runs_nothing(tmp_path: Path) -> None:
-    proc = run([sys.executable, "-m", "mmfix", "translate", "--json", sys.executable, str(TRAIN), str(CONFIG),
-                "--work-dir", str(tmp_path), "--gpus", "2", "--seed", "0"], env=env(), check=True)
+    proc = run(
+        [
+            sys.executable,
+            "-m",
+            "mmfix",
+            "translate",
+            "--json",
+            sys.executable,
+            str(TRAIN),
+            str(CONFIG),
+            "--work-dir",
+            str(tmp_path),
+            "--gpus",
+            "2",
+            "--seed",
+            "0",
+        ],
+        env=env(),
+        check=True,
+    )
     data = json.loads(proc.stdout)
     assert data["changed"] and data["command"][1:4] == ["-m", "torch.distributed.run", "--standalone"]
     assert "randomness.seed=0" in data["command"] and data["command"][-2:] == ["--launcher", "pytorch"]
     assert not tmp_path.exists() or not any(tmp_path.iterdir())  # nothing ran
-    text = run([sys.executable, "-m", "mmfix", "translate", sys.executable, str(TEST), str(CONFIG), "c.pth",
-                "--gpu-id", "0", "--eval", "acc"], env=env(), check=True).stdout
+    text = run(
+        [
+            sys.executable,
+            "-m",
+            "mmfix",
+            "translate",
+            sys.executable,
+            str(TEST),
+            str(CONFIG),
+            "c.pth",
+            "--gpu-id",
+            "0",
+            "--eval",
+            "acc",
+        ],
+        env=env(),
+        check=True,
+    ).stdout
     assert "test_evaluator.metric=[acc]" in text
-    plain = run([sys.executable, "-m", "mmfix", "translate", "--run-to-parse", sys.executable, "-c",
-                 "import argparse; p = argparse.ArgumentParser(); p.add_argument('--gpus'); p.parse_args()",
-                 "--gpus", "2"], env=env(), check=True).stdout
+    plain = run(
+        [
+            sys.executable,
+            "-m",
+            "mmfix",
+            "translate",
+            "--run-to-parse",
+            sys.executable,
+            "-c",
+            "import argparse; p = argparse.ArgumentParser(); p.add_argument('--gpus'); p.parse_args()",
+            "--gpus",
+            "2",
+        ],
+        env=env(),
+        check=True,
+    ).stdout
     assert "unchanged" in plain
 
 
 def test_sigterm_to_the_launched_command_leaves_no_process_behind(tmp_path: Path) -> None:
     work = tmp_path / "sigterm_marker_dir"
-    job = subprocess.Popen([MMFIX_RUN, sys.executable, str(TRAIN), str(DDP_CONFIG), "--work-dir", str(work),
-                            "--gpus", "2", "--cfg-options", "train_cfg.max_epochs=100000"], env=env(),
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    job = subprocess.Popen(
+        [
+            MMFIX_RUN,
+            sys.executable,
+            str(TRAIN),
+            str(DDP_CONFIG),
+            "--work-dir",
+            str(work),
+            "--gpus",
+            "2",
+            "--cfg-options",
+            "train_cfg.max_epochs=100000",
+        ],
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     seen = ""
     while time.monotonic() < deadline:
@@ -192,21 +308,37 @@ def test_launch_from_the_parse_time_hook_when_the_source_cannot_be_read_statical
     script = tmp_path / "train_dynamic.py"
     script.write_text(source)
     e = clean_env(PYTHONPATH=os.pathsep.join([str(REPO / "tests"), str(REPO / "examples")]))
-    proc = run([MMFIX_RUN, sys.executable, str(script), str(DDP_CONFIG), "--work-dir", str(tmp_path / "w"),
-                "--gpus", "2", "--cfg-options", "train_cfg.max_epochs=1"], env=e, timeout=300)
+    proc = run(
+        [
+            MMFIX_RUN,
+            sys.executable,
+            str(script),
+            str(DDP_CONFIG),
+            "--work-dir",
+            str(tmp_path / "w"),
+            "--gpus",
+            "2",
+            "--cfg-options",
+            "train_cfg.max_epochs=1",
+        ],
+        env=e,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert [p["world_size"] for p in probes(tmp_path / "w")] == [2, 2]
 
 
 def test_other_programs_are_untouched_and_do_not_even_load_the_translator(tmp_path: Path) -> None:
     script = tmp_path / "other_tool.py"
-    script.write_text("import argparse, json, sys\n"
-                      "p = argparse.ArgumentParser(); p.add_argument('data'); p.add_argument('--gpus', type=int)\n"
-                      "a = p.parse_args()\n"
-                      "import mmfix\n"
-                      "print('RESULT ' + json.dumps({'gpus': a.gpus, 'argv': sys.argv[1:],\n"
-                      "  'legacy_cli': mmfix.status()['patches']['legacy_cli']['state'],\n"
-                      "  'translator_loaded': 'mmfix._launch.translate' in sys.modules}))\n")
+    script.write_text(
+        "import argparse, json, sys\n"
+        "p = argparse.ArgumentParser(); p.add_argument('data'); p.add_argument('--gpus', type=int)\n"
+        "a = p.parse_args()\n"
+        "import mmfix\n"
+        "print('RESULT ' + json.dumps({'gpus': a.gpus, 'argv': sys.argv[1:],\n"
+        "  'legacy_cli': mmfix.status()['patches']['legacy_cli']['state'],\n"
+        "  'translator_loaded': 'mmfix._launch.translate' in sys.modules}))\n"
+    )
     proc, _log = mmfix_python(script, "d", "--gpus", "2")
     result = json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))[7:])
     assert result == {"gpus": 2, "argv": ["d", "--gpus", "2"], "legacy_cli": "skipped", "translator_loaded": False}

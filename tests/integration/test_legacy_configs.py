@@ -4,6 +4,7 @@ Every run uses the tools shipped inside the installed mmdet package and a synthe
 COCO set written here; what the run really used is read back from the config MMEngine
 dumps into the work dir and from its log.
 """
+
 from __future__ import annotations
 
 import re
@@ -41,8 +42,10 @@ def mmfix_run(*args: str, timeout: float = 400) -> tuple[int, str]:
 
 def dumped(work: Path, config: Path) -> dict:
     """The config MMEngine wrote into the work dir, loaded by plain MMEngine (no mmfix)."""
-    code = ("import json,sys; from mmengine.config import Config; "
-            "print(json.dumps(Config.fromfile(sys.argv[1]).to_dict(), default=str))")
+    code = (
+        "import json,sys; from mmengine.config import Config; "
+        "print(json.dumps(Config.fromfile(sys.argv[1]).to_dict(), default=str))"
+    )
     proc = run([sys.executable, "-c", code, str(work / config.name)], env=clean_env(MMFIX_DISABLE="1"), check=True)
     import json
 
@@ -65,24 +68,38 @@ def test_2x_config_trains_with_gpus_2_evaluates_and_tests_with_eval_bbox(mmdet_d
     assert cfg["optim_wrapper"]["optimizer"]["lr"] == 0.01
     assert cfg["model"]["data_preprocessor"]["pad_size_divisor"] == 32
 
-    code, out = mmfix_run(tool(mmdet_dir, "test.py"), config, work / "epoch_1.pth", "--eval", "bbox",
-                          "--work-dir", tmp_path / "test_work")
+    code, out = mmfix_run(
+        tool(mmdet_dir, "test.py"), config, work / "epoch_1.pth", "--eval", "bbox", "--work-dir", tmp_path / "test_work"
+    )
     assert code == 0, out[-4000:]
     assert "coco/bbox_mAP" in out
 
 
 def test_iter_based_cosine_config_and_2x_cfg_options(mmdet_dir, coco, tmp_path):
-    config = user_config_2x(tmp_path / "iter_cosine_2x.py", coco, extra="""
+    config = user_config_2x(
+        tmp_path / "iter_cosine_2x.py",
+        coco,
+        extra="""
 runner = dict(_delete_=True, type='IterBasedRunner', max_iters=4)
 lr_config = dict(_delete_=True, policy='CosineAnnealing', min_lr=0.0, by_epoch=False)
 checkpoint_config = dict(by_epoch=False, interval=2)
 evaluation = dict(interval=4, metric='bbox')
-""")
+""",
+    )
     work = tmp_path / "work"
     # 2.x keys on the command line keep their 2.x meaning (merged before conversion).
-    code, out = mmfix_run(tool(mmdet_dir, "train.py"), config, "--work-dir", work, "--cfg-options",
-                          "data.samples_per_gpu=1", "optimizer.lr=0.005", "runner.max_iters=3",
-                          "evaluation.interval=3", "checkpoint_config.interval=3")
+    code, out = mmfix_run(
+        tool(mmdet_dir, "train.py"),
+        config,
+        "--work-dir",
+        work,
+        "--cfg-options",
+        "data.samples_per_gpu=1",
+        "optimizer.lr=0.005",
+        "runner.max_iters=3",
+        "evaluation.interval=3",
+        "checkpoint_config.interval=3",
+    )
     assert code == 0, out[-4000:]
     assert (work / "iter_3.pth").is_file() and not (work / "iter_4.pth").exists()
     assert "Iter(train) [3/3]" in out and "coco/bbox_mAP" in out
@@ -90,19 +107,25 @@ evaluation = dict(interval=4, metric='bbox')
     assert cfg["train_cfg"] == {"type": "IterBasedTrainLoop", "max_iters": 3, "val_interval": 3}
     assert cfg["train_dataloader"]["batch_size"] == 1
     assert cfg["optim_wrapper"]["optimizer"]["lr"] == 0.005
-    assert cfg["param_scheduler"] == [{"type": "CosineAnnealingLR", "T_max": 3, "begin": 0, "end": 3,
-                                       "by_epoch": False, "eta_min": 0.0}]
+    assert cfg["param_scheduler"] == [
+        {"type": "CosineAnnealingLR", "T_max": 3, "begin": 0, "end": 3, "by_epoch": False, "eta_min": 0.0}
+    ]
     assert cfg["default_hooks"]["checkpoint"]["interval"] == 3
     lrs = [float(v) for v in re.findall(r"Iter\(train\) \[\d/3\]\s+lr: ([0-9.e+-]+)", out)]
     assert len(lrs) == 3 and lrs[0] == pytest.approx(0.005) and lrs[2] < lrs[1] < lrs[0]
 
 
 def test_3x_config_with_2x_keys_uses_them(mmdet_dir, coco, tmp_path):
-    config = user_config_3x(tmp_path / "mixed_3x.py", mmdet_dir, coco, extra="""
+    config = user_config_3x(
+        tmp_path / "mixed_3x.py",
+        mmdet_dir,
+        coco,
+        extra="""
 data = dict(samples_per_gpu=4, workers_per_gpu=0)
 optimizer = dict(type='SGD', lr=0.004, momentum=0.9, weight_decay=0.0001)
 optimizer_config = dict(grad_clip=dict(max_norm=7, norm_type=2))
-""")
+""",
+    )
     work = tmp_path / "work"
     code, out = mmfix_run(tool(mmdet_dir, "train.py"), config, "--work-dir", work)
     assert code == 0, out[-4000:]
@@ -117,14 +140,20 @@ optimizer_config = dict(grad_clip=dict(max_norm=7, norm_type=2))
     assert "grad_norm" in out  # clipping on: MMEngine logs the gradient norm
 
 
-@pytest.mark.parametrize("extra, key, fragment", [
-    ("lr_config = dict(policy='Bogus', step=[1])", "lr_config.policy", "'Bogus'"),
-    ("runner = dict(_delete_=True, type='MyRunner', max_epochs=1)", "runner.type", "'MyRunner'"),
-    ("lr_config = dict(_delete_=True, policy='step', step=[1], warmup='exp', warmup_iters=1, warmup_by_epoch=True)",
-     "lr_config.warmup", "warmup_by_epoch=False"),
-    ("lr_config = dict(_delete_=True, policy='cyclic', target_ratio=(10, 1e-4))", "lr_config.policy", "OneCycleLR"),
-    ("log_config = dict(hooks=[dict(type='NeptuneLoggerHook')])", "log_config.hooks", "NeptuneLoggerHook"),
-])
+@pytest.mark.parametrize(
+    "extra, key, fragment",
+    [
+        ("lr_config = dict(policy='Bogus', step=[1])", "lr_config.policy", "'Bogus'"),
+        ("runner = dict(_delete_=True, type='MyRunner', max_epochs=1)", "runner.type", "'MyRunner'"),
+        (
+            "lr_config = dict(_delete_=True, policy='step', step=[1], warmup='exp', warmup_iters=1, warmup_by_epoch=True)",
+            "lr_config.warmup",
+            "warmup_by_epoch=False",
+        ),
+        ("lr_config = dict(_delete_=True, policy='cyclic', target_ratio=(10, 1e-4))", "lr_config.policy", "OneCycleLR"),
+        ("log_config = dict(hooks=[dict(type='NeptuneLoggerHook')])", "log_config.hooks", "NeptuneLoggerHook"),
+    ],
+)
 def test_unconvertible_2x_key_is_one_clear_error(mmdet_dir, coco, tmp_path, extra, key, fragment):
     config = user_config_2x(tmp_path / "bad_2x.py", coco, extra=extra)
     code, out = mmfix_run(tool(mmdet_dir, "train.py"), config, "--work-dir", tmp_path / "work")
@@ -135,10 +164,15 @@ def test_unconvertible_2x_key_is_one_clear_error(mmdet_dir, coco, tmp_path, extr
 
 
 def test_conflicting_2x_and_3x_keys_are_one_clear_error(mmdet_dir, coco, tmp_path):
-    config = user_config_3x(tmp_path / "conflict_3x.py", mmdet_dir, coco, extra="""
+    config = user_config_3x(
+        tmp_path / "conflict_3x.py",
+        mmdet_dir,
+        coco,
+        extra="""
 data = dict(samples_per_gpu=4)
 train_dataloader = dict(batch_size=2)
-""")
+""",
+    )
     code, out = mmfix_run(tool(mmdet_dir, "train.py"), config, "--work-dir", tmp_path / "work")
     assert code == 2, out[-3000:]
     assert "`data.samples_per_gpu` = 4" in out and "`train_dataloader.batch_size` = 2" in out
@@ -153,8 +187,10 @@ def test_convert_config_file_loads_in_plain_mmengine_like_the_automatic_path(mmd
     text = new.read_text()
     assert text.startswith("# MMDetection 3.x config converted by mmfix") and "_base_ =" not in text
     assert "dropped:   img_norm_cfg" in text
-    code = ("import json,sys; from mmengine.config import Config; "
-            "print(json.dumps(Config.fromfile(sys.argv[1]).to_dict(), default=repr, sort_keys=True))")
+    code = (
+        "import json,sys; from mmengine.config import Config; "
+        "print(json.dumps(Config.fromfile(sys.argv[1]).to_dict(), default=repr, sort_keys=True))"
+    )
     plain = run([sys.executable, "-c", code, str(new)], env=clean_env(MMFIX_DISABLE="1"), check=True).stdout
     auto = run([sys.executable, "-c", "import mmfix; " + code, str(config)], check=True).stdout
     assert plain.strip().splitlines()[-1] == auto.strip().splitlines()[-1]
@@ -165,8 +201,10 @@ def test_convert_config_file_loads_in_plain_mmengine_like_the_automatic_path(mmd
 
 def test_3x_config_is_untouched(mmdet_dir, tmp_path):
     official = mmdet_dir / ".mim" / "configs" / "faster_rcnn" / "faster-rcnn_r50_fpn_1x_coco.py"
-    code = ("import json,sys; from mmengine.config import Config; "
-            "print(json.dumps(Config.fromfile(sys.argv[1]).to_dict(), default=repr, sort_keys=True))")
+    code = (
+        "import json,sys; from mmengine.config import Config; "
+        "print(json.dumps(Config.fromfile(sys.argv[1]).to_dict(), default=repr, sort_keys=True))"
+    )
     plain = run([sys.executable, "-c", code, str(official)], env=clean_env(MMFIX_DISABLE="1"), check=True)
     auto = run([sys.executable, "-c", "import mmfix; " + code, str(official)], check=True)
     assert plain.stdout == auto.stdout
@@ -193,7 +231,14 @@ assert "data" in Config.fromfile({str(config)!r}) and "train_dataloader" not in 
 print("ok")
 """
     assert run([sys.executable, "-c", code], check=True).stdout.strip().endswith("ok")
-    off = run([sys.executable, "-c", "import mmfix; from mmengine.config import Config; import sys; "
-               "print(sorted(Config.fromfile(sys.argv[1])))", str(config)],
-              env=clean_env(MMFIX_DISABLED_PATCHES="legacy_config"), check=True)
+    off = run(
+        [
+            sys.executable,
+            "-c",
+            "import mmfix; from mmengine.config import Config; import sys; print(sorted(Config.fromfile(sys.argv[1])))",
+            str(config),
+        ],
+        env=clean_env(MMFIX_DISABLED_PATCHES="legacy_config"),
+        check=True,
+    )
     assert "'data'" in off.stdout and "train_dataloader" not in off.stdout

@@ -5,6 +5,7 @@ package's ``.mim/tools``) runs a tiny model registered with MMEngine on CPU (glo
 with the legacy command line through ``mmfix-run``. One legacy ``--gpus 2`` training per
 toolbox (module-scoped) feeds the resume and test checks.
 """
+
 from __future__ import annotations
 
 import sys
@@ -32,8 +33,10 @@ TRAIN_FLAGS = {
 # The legacy test command's flags, and what its evaluation must print.
 TEST_FLAGS = {
     "mmseg": (["--eval", "mIoU", "mDice", "--opacity", "0.4"], ["mIoU:", "mDice:"]),
-    "mmpretrain": (["--metrics", "accuracy", "--metric-options", "topk=1,2", "--out-items", "none", "--out",
-                    "{work}/results.pkl"], ["accuracy/top1:", "accuracy/top2:"]),
+    "mmpretrain": (
+        ["--metrics", "accuracy", "--metric-options", "topk=1,2", "--out-items", "none", "--out", "{work}/results.pkl"],
+        ["accuracy/top1:", "accuracy/top2:"],
+    ),
     "mmpose": (["--eval", "EPE", "--gpu-collect"], ["EPE:"]),
     "mmdet3d": (["--eval", "mse", "--eval-options", "tol=5.0", "--deterministic"], ["toy/mse:"]),
 }
@@ -86,8 +89,16 @@ def test_legacy_gpus_2_trains_with_world_size_2(trained: Trained) -> None:
 
 
 def test_resume_from_continues_from_its_epoch(trained: Trained) -> None:
-    proc, log = mmfix_python(trained.tools / "train.py", trained.config, "--work-dir", trained.work,
-                             "--resume-from", trained.work / "epoch_2.pth", "--cfg-options", "train_cfg.max_epochs=3")
+    proc, log = mmfix_python(
+        trained.tools / "train.py",
+        trained.config,
+        "--work-dir",
+        trained.work,
+        "--resume-from",
+        trained.work / "epoch_2.pth",
+        "--cfg-options",
+        "train_cfg.max_epochs=3",
+    )
     assert proc.returncode == 0, log[-4000:]
     assert "resumed epoch: 2" in log and (trained.work / "epoch_3.pth").exists()
 
@@ -95,8 +106,14 @@ def test_resume_from_continues_from_its_epoch(trained: Trained) -> None:
 def test_legacy_test_command_evaluates(trained: Trained) -> None:
     flags, expected = TEST_FLAGS[trained.toolbox.name]
     flags = [f.format(work=trained.work) for f in flags]
-    proc, log = mmfix_python(trained.tools / "test.py", trained.config, trained.work / "epoch_2.pth",
-                             "--work-dir", trained.work / "test", *flags)
+    proc, log = mmfix_python(
+        trained.tools / "test.py",
+        trained.config,
+        trained.work / "epoch_2.pth",
+        "--work-dir",
+        trained.work / "test",
+        *flags,
+    )
     assert proc.returncode == 0, log[-4000:]
     assert log.count("command line translated:") == 1
     for key in expected:
@@ -109,8 +126,9 @@ def test_legacy_test_command_evaluates(trained: Trained) -> None:
 def test_unknown_flag_is_refused_once_before_launch(name: str, tmp_path: Path) -> None:
     toolbox = TOOLBOXES[name]
     config = write_config(tmp_path / "cfg.py", toolbox)
-    proc, log = mmfix_python(tools_dir(toolbox.package) / "train.py", config, "--gpus", "2", "--work_dir",
-                             tmp_path, "--bogus")
+    proc, log = mmfix_python(
+        tools_dir(toolbox.package) / "train.py", config, "--gpus", "2", "--work_dir", tmp_path, "--bogus"
+    )
     assert proc.returncode == 2, log[-3000:]
     assert log.count("error:") == 1 and log.count("usage: train.py") == 1
     assert "unrecognized arguments: --work_dir" in log and "--work_dir is spelled --work-dir" in log
@@ -121,8 +139,9 @@ def test_unknown_flag_is_refused_once_before_launch(name: str, tmp_path: Path) -
 def test_unknown_flag_of_an_in_place_command_is_refused_at_parse_time_with_the_3x_spelling(tmp_path: Path) -> None:
     # No --gpus: nothing is launched, so the parse-time hook (the real parser) decides.
     config = write_config(tmp_path / "cfg.py", TOOLBOXES["mmpretrain"])
-    proc, log = mmfix_python(tools_dir("mmpretrain") / "train.py", config, "--work-dir", tmp_path / "w",
-                             "--autoscale-lr", "--seed", "0")
+    proc, log = mmfix_python(
+        tools_dir("mmpretrain") / "train.py", config, "--work-dir", tmp_path / "w", "--autoscale-lr", "--seed", "0"
+    )
     assert proc.returncode == 2, log[-3000:]
     assert log.count("usage: train.py") == 1 and log.count("error:") == 1 and "Traceback" not in log
     assert "unrecognized arguments: --autoscale-lr" in log and "--autoscale-lr is spelled --auto-scale-lr" in log
@@ -131,16 +150,29 @@ def test_unknown_flag_of_an_in_place_command_is_refused_at_parse_time_with_the_3
 
 def test_metric_the_config_does_not_compute_is_refused_before_running(tmp_path: Path) -> None:
     config = write_config(tmp_path / "cfg.py", TOOLBOXES["mmpose"])
-    proc, log = mmfix_python(tools_dir("mmpose") / "test.py", config, tmp_path / "none.pth", "--eval", "PCK",
-                             "--gpu-id", "0")
+    proc, log = mmfix_python(
+        tools_dir("mmpose") / "test.py", config, tmp_path / "none.pth", "--eval", "PCK", "--gpu-id", "0"
+    )
     assert proc.returncode == 2, log[-3000:]
     assert "--eval PCK asks for a metric this config's test_evaluator (EPE) does not compute" in log
     assert "PCKAccuracy" in log and "Traceback" not in log
 
 
 def test_translate_shows_which_toolboxs_rules_applied() -> None:
-    proc = run([MMFIX, "translate", "python", str(tools_dir("mmseg") / "train.py"), "cfg.py", "--gpus", "2",
-                "--resume-from", "w/epoch_2.pth"], env=env())
+    proc = run(
+        [
+            MMFIX,
+            "translate",
+            "python",
+            str(tools_dir("mmseg") / "train.py"),
+            "cfg.py",
+            "--gpus",
+            "2",
+            "--resume-from",
+            "w/epoch_2.pth",
+        ],
+        env=env(),
+    )
     assert proc.returncode == 0, proc.stderr
     assert "rules:       MMSegmentation 0.x -> 1.x (the script's path (mmseg/))" in proc.stdout
     assert "--resume --cfg-options load_from=w/epoch_2.pth" in proc.stdout

@@ -4,6 +4,7 @@ Controls prove every payload is real: stock torch with weights_only=False runs e
 (its marker appears), and allowlisting the *real* getattr lets the getattr chains run even
 with weights_only=True — which is why mmfix registers a restricted stand-in instead.
 """
+
 from __future__ import annotations
 
 import json
@@ -71,8 +72,9 @@ def test_every_payload_is_refused_without_side_effect(corpus, loader: str) -> No
 
 
 def test_hold_all_also_refuses_explicit_weights_only_false(corpus) -> None:
-    out = _load_all(corpus, "torch.load(path, weights_only=False)",
-                    clean_env(MMFIX_HOLD_WEIGHTS_ONLY="all"), prelude="import mmfix")
+    out = _load_all(
+        corpus, "torch.load(path, weights_only=False)", clean_env(MMFIX_HOLD_WEIGHTS_ONLY="all"), prelude="import mmfix"
+    )
     for name, (_, marker) in corpus.items():
         assert out[name][0] == "CheckpointRefusedError" and not marker.exists(), name
 
@@ -89,8 +91,9 @@ def test_inspect_reads_every_payload_without_running_it(corpus) -> None:
 def test_control_stock_weights_only_false_runs_every_payload(corpus, tmp_path: Path) -> None:
     # Copies, so the markers of the real corpus stay untouched for the other tests.
     control = build_corpus(tmp_path)
-    _load_all(control, "torch.load(path, weights_only=False)", clean_env(MMFIX_DISABLE="1"),
-              prelude="import mmengine.logging")
+    _load_all(
+        control, "torch.load(path, weights_only=False)", clean_env(MMFIX_DISABLE="1"), prelude="import mmengine.logging"
+    )
     ran = {name for name, (_, marker) in control.items() if marker.exists()}
     assert ran == set(control), f"payloads that did not run in the control: {set(control) - ran}"
 
@@ -100,9 +103,14 @@ def test_control_allowlisting_the_real_getattr_is_an_exploit(tmp_path: Path) -> 
     # torch._tensor._rebuild_from_type_v2 (allowed by default), which calls its first
     # argument directly — at top level or nested in a HistoryBuffer's state.
     control = build_corpus(tmp_path)
-    chains = {k: v for k, v in control.items() if k in ("rebuild_from_type_v2_getattr_chain",
-                                                         "history_buffer_state_rebuild_getattr_chain")}
-    prelude = ("import mmengine.logging.history_buffer as hb, torch.serialization as ts\n"
-               "ts.add_safe_globals([getattr, hb.HistoryBuffer, object])")
+    chains = {
+        k: v
+        for k, v in control.items()
+        if k in ("rebuild_from_type_v2_getattr_chain", "history_buffer_state_rebuild_getattr_chain")
+    }
+    prelude = (
+        "import mmengine.logging.history_buffer as hb, torch.serialization as ts\n"
+        "ts.add_safe_globals([getattr, hb.HistoryBuffer, object])"
+    )
     _load_all(chains, "torch.load(path, weights_only=True)", clean_env(MMFIX_DISABLE="1"), prelude=prelude)
     assert all(marker.exists() for _, marker in chains.values())

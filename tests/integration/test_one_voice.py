@@ -1,4 +1,5 @@
 """One voice for a launched job (issue 11, item 8): real `--gpus 2` launches (torchrun, gloo on CPU)."""
+
 from __future__ import annotations
 
 import os
@@ -22,8 +23,21 @@ LINE = re.compile(r"^\d\d/\d\d \d\d:\d\d:\d\d - mmfix - (DEBUG|INFO|WARNING|ERRO
 
 def test_a_bad_setting_is_reported_once_and_every_message_has_one_format(tmp_path: Path) -> None:
     env = clean_env(PYTHONPATH=str(REPO / "tests"), MMFIX_CPU_MAP="perhaps", MMFIX_MEMORY_REPORT="1")
-    proc = run([MMFIX_RUN, sys.executable, str(TRAIN), str(DDP_CONFIG), "--work-dir", str(tmp_path), "--gpus", "2",
-                "--no-validate"], env=env, timeout=300)
+    proc = run(
+        [
+            MMFIX_RUN,
+            sys.executable,
+            str(TRAIN),
+            str(DDP_CONFIG),
+            "--work-dir",
+            str(tmp_path),
+            "--gpus",
+            "2",
+            "--no-validate",
+        ],
+        env=env,
+        timeout=300,
+    )
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-3000:]
     # The launcher, torchrun and two workers all parse the settings: one report.
@@ -42,10 +56,26 @@ def test_a_bad_setting_is_reported_once_and_every_message_has_one_format(tmp_pat
 def test_ctrl_c_of_a_launched_job_prints_at_most_one_line_per_rank(tmp_path: Path) -> None:
     work = tmp_path / "work"
     env = clean_env(PYTHONPATH=str(REPO / "tests"))
-    job = subprocess.Popen([MMFIX_RUN, sys.executable, str(TRAIN), str(DDP_CONFIG), "--work-dir", str(work),
-                            "--gpus", "2", "--no-validate", "--cfg-options", "train_cfg.max_epochs=400"],
-                           env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           start_new_session=True)
+    job = subprocess.Popen(
+        [
+            MMFIX_RUN,
+            sys.executable,
+            str(TRAIN),
+            str(DDP_CONFIG),
+            "--work-dir",
+            str(work),
+            "--gpus",
+            "2",
+            "--no-validate",
+            "--cfg-options",
+            "train_cfg.max_epochs=400",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 240
         while not (work / "epoch_1.pth").exists():  # the workers are training

@@ -7,6 +7,7 @@ runs in a fresh interpreter (imports cannot be undone), with every patch applica
 LOCAL_RANK for cuda_device, TORCHELASTIC_ERROR_FILE for worker_errors, and
 MMFIX_LEGACY_ANY_PARSER for legacy_cli, MMFIX_MEMORY_REPORT for memory_report.
 """
+
 from __future__ import annotations
 
 import json
@@ -106,18 +107,27 @@ def _insert(base: list[str], i: int, j: int) -> tuple[str, ...]:
 
 
 BASES = [["mmfix", "enable"], ["mmfix", "disable"], ["mmfix", "disable", "enable"]]
-ORDERINGS = sorted({_insert(b, i, j) for b in BASES for j in range(len(b) + 1) for i in range(j + 1)}
-                   | {tuple(b[:i] + ["import"] + b[i:]) for b in [["mmfix", "disable", "enable", "disable", "enable"]]
-                      for i in range(6)})
+ORDERINGS = sorted(
+    {_insert(b, i, j) for b in BASES for j in range(len(b) + 1) for i in range(j + 1)}
+    | {
+        tuple(b[:i] + ["import"] + b[i:])
+        for b in [["mmfix", "disable", "enable", "disable", "enable"]]
+        for i in range(6)
+    }
+)
 
 
 @pytest.mark.parametrize("events", ORDERINGS, ids=["-".join(o) for o in ORDERINGS])
 def test_every_patch_survives_the_ordering(events: tuple[str, ...], tmp_path: Path) -> None:
-    env = clean_env(LOCAL_RANK="0", TORCHELASTIC_ERROR_FILE=str(tmp_path / "error.json"),
-                    MMFIX_LEGACY_ANY_PARSER="1", MMFIX_MEMORY_REPORT="1")
+    env = clean_env(
+        LOCAL_RANK="0",
+        TORCHELASTIC_ERROR_FILE=str(tmp_path / "error.json"),
+        MMFIX_LEGACY_ANY_PARSER="1",
+        MMFIX_MEMORY_REPORT="1",
+    )
     proc = run([sys.executable, "-c", PROBE, json.dumps(list(events))], env=env, check=True, timeout=300)
     line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))
-    result = json.loads(line[len("RESULT "):])
+    result = json.loads(line[len("RESULT ") :])
     on = [e for e in events if e in ("enable", "disable")][-1] == "enable"
     states = result.pop("states")
     assert set(result) == set(PATCHES)

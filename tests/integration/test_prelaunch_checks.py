@@ -4,6 +4,7 @@ Real `mmfix-run python tools/train.py … --gpus N` commands. Every Python proce
 is recorded by a user sitecustomize that mmfix's bootstrap chains to, so "nothing
 started" is observed, not assumed: exactly one interpreter (the command itself) ran.
 """
+
 from __future__ import annotations
 
 import os
@@ -33,8 +34,7 @@ def legacy(tmp_path: Path, *args: object, **env: str):
     starts = tmp_path / "starts.txt"
     environment = clean_env(PYTHONPATH=str(tmp_path / "recorder"), PYTHON_STARTS=str(starts), **env)
     begin = time.monotonic()
-    proc = run([MMFIX_RUN, sys.executable, str(TRAIN), *map(str, args)], env=environment, cwd=tmp_path,
-               timeout=120)
+    proc = run([MMFIX_RUN, sys.executable, str(TRAIN), *map(str, args)], env=environment, cwd=tmp_path, timeout=120)
     seconds = time.monotonic() - begin
     return proc, seconds, starts.read_text().splitlines() if starts.exists() else []
 
@@ -49,8 +49,9 @@ def assert_refused_before_anything_started(proc, seconds: float, starts: list[st
 
 def test_gpus_above_the_usable_cpu_count_on_a_cpu_only_host_is_refused(tmp_path: Path) -> None:
     cores = len(os.sched_getaffinity(0))
-    proc, seconds, starts = legacy(tmp_path, DDP_CONFIG, "--gpus", cores + 1, "--work-dir", tmp_path / "w",
-                                   CUDA_VISIBLE_DEVICES="")
+    proc, seconds, starts = legacy(
+        tmp_path, DDP_CONFIG, "--gpus", cores + 1, "--work-dir", tmp_path / "w", CUDA_VISIBLE_DEVICES=""
+    )
     assert_refused_before_anything_started(proc, seconds, starts, f"would start {cores + 1} CPU workers")
     assert f"--gpus {cores} or fewer" in proc.stderr and "MMFIX_ALLOW_CPU_OVERSUBSCRIBE=1" in proc.stderr
     assert not (tmp_path / "w").exists()
@@ -63,8 +64,17 @@ def test_the_affinity_mask_not_the_machine_sets_the_limit(tmp_path: Path) -> Non
     assert proc.returncode == 2 and "only 1 CPU core." in proc.stderr, proc.stderr
 
 
-@pytest.mark.parametrize("case", ["missing config", "config is a folder", "config does not parse",
-                                  "missing --resume-from", "missing --load-from", "--options with --cfg-options"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "missing config",
+        "config is a folder",
+        "config does not parse",
+        "missing --resume-from",
+        "missing --load-from",
+        "--options with --cfg-options",
+    ],
+)
 def test_prelaunch_checks_stop_in_under_two_seconds(tmp_path: Path, case: str) -> None:
     broken = tmp_path / "broken.py"
     broken.write_text("model = dict(type='X',\n")
@@ -74,8 +84,10 @@ def test_prelaunch_checks_stop_in_under_two_seconds(tmp_path: Path, case: str) -
         "config does not parse": ([broken], "is not valid Python (line"),
         "missing --resume-from": ([DDP_CONFIG, "--resume-from", tmp_path / "epoch_9.pth"], "epoch_9.pth' does not"),
         "missing --load-from": ([DDP_CONFIG, "--load-from", tmp_path / "pre.pth"], "pre.pth' does not exist"),
-        "--options with --cfg-options": ([DDP_CONFIG, "--options", "a=1", "--cfg-options", "b=2"],
-                                         "--options and --cfg-options were both given"),
+        "--options with --cfg-options": (
+            [DDP_CONFIG, "--options", "a=1", "--cfg-options", "b=2"],
+            "--options and --cfg-options were both given",
+        ),
     }[case]
     proc, seconds, starts = legacy(tmp_path, *args, "--gpus", "2", CUDA_VISIBLE_DEVICES="")
     assert_refused_before_anything_started(proc, seconds, starts, needle)

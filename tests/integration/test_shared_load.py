@@ -1,5 +1,6 @@
 """The ranks of a node share one sealed copy of a checkpoint, and nothing loaded depends on the
 file any more: real torchrun runs (gloo, CPU) with a real MMEngine Runner."""
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,16 @@ MMFIX_RUN = str(Path(sys.executable).parent / "mmfix-run")
 
 
 def torchrun(*cmd: str, nproc: int = 2, **env: str):
-    full = [MMFIX_RUN, sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
-            str(nproc), *cmd]
+    full = [
+        MMFIX_RUN,
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        str(nproc),
+        *cmd,
+    ]
     proc = run(full, env=clean_env(PYTHONPATH=str(REPO / "tests"), CUDA_VISIBLE_DEVICES="", **env), timeout=300)
     return proc, proc.stdout + proc.stderr
 
@@ -46,8 +55,16 @@ def resumed(resume_point: Path, work: Path, disturb: str = "", **env: str) -> tu
     work.mkdir(parents=True)
     start = work / "resume_from.pth"
     shutil.copy(resume_point, start)
-    proc, log = train(work, "--resume", str(start), "--cfg-options", "train_cfg.max_epochs=3",
-                      DISTURB_CKPT=str(start), DISTURB=disturb, **env)
+    proc, log = train(
+        work,
+        "--resume",
+        str(start),
+        "--cfg-options",
+        "train_cfg.max_epochs=3",
+        DISTURB_CKPT=str(start),
+        DISTURB=disturb,
+        **env,
+    )
     probes = [torch.load(work / f"probe_rank{r}.pth") for r in (0, 1)] if proc.returncode == 0 else []
     return proc.returncode, log, probes
 
@@ -66,13 +83,17 @@ def same_weights(a: list[dict], b: list[dict]) -> bool:
     return all(torch.equal(x["state"][k], y["state"][k]) for x, y in zip(a, b) for k in x["state"])
 
 
-@pytest.mark.parametrize("disturb", [
-    "rewrite@0,truncate@2,delete@4",   # all three, one after the other, mid-training
-    "truncate@0",                      # right after the resume, before any loaded tensor was touched
-    "delete@0,replace@3",              # deleted, then a later save of the run under the same name
-])
-def test_resumed_run_survives_rewrite_truncate_delete(resume_point: Path, undisturbed: list[dict],
-                                                      tmp_path: Path, disturb: str) -> None:
+@pytest.mark.parametrize(
+    "disturb",
+    [
+        "rewrite@0,truncate@2,delete@4",  # all three, one after the other, mid-training
+        "truncate@0",  # right after the resume, before any loaded tensor was touched
+        "delete@0,replace@3",  # deleted, then a later save of the run under the same name
+    ],
+)
+def test_resumed_run_survives_rewrite_truncate_delete(
+    resume_point: Path, undisturbed: list[dict], tmp_path: Path, disturb: str
+) -> None:
     code, log, probes = resumed(resume_point, tmp_path / "work", disturb)
     assert code == 0, log[-4000:]
     assert "resumed epoch: 1" in log
@@ -87,8 +108,9 @@ def test_resumed_run_survives_rewrite_truncate_delete(resume_point: Path, undist
     assert same_weights(probes, undisturbed), "the disturbed run ended with other weights"
 
 
-def test_mapping_the_file_itself_is_what_these_tests_catch(resume_point: Path, undisturbed: list[dict],
-                                                          tmp_path: Path) -> None:
+def test_mapping_the_file_itself_is_what_these_tests_catch(
+    resume_point: Path, undisturbed: list[dict], tmp_path: Path
+) -> None:
     """The control: with MMFIX_MMAP=1 the optimizer state stays backed by the file, and the same
     disturbance kills the run (SIGBUS) or changes its result."""
     code, log, probes = resumed(resume_point, tmp_path / "rewritten", "rewrite@0", MMFIX_MMAP="1")
@@ -185,8 +207,9 @@ def test_unmappable_filesystem_and_buffers_fall_back_to_plain_reads(tmp_path: Pa
     total = save(tmp_path / "w.pth")
     for kind in ("unmappable", "buffer"):
         results, log = workers(tmp_path, tmp_path / "w.pth", kind, nproc=2)
-        assert all(not r["shared"] and not r["file_mapped"] and r["sum"] == pytest.approx(total, abs=1e-6)
-                   for r in results), (kind, results)
+        assert all(
+            not r["shared"] and not r["file_mapped"] and r["sum"] == pytest.approx(total, abs=1e-6) for r in results
+        ), (kind, results)
         assert ("cannot be mapped here" in log and "mmfix reads it the plain way" in log) == (kind == "unmappable")
     # the explicit switch (map the file itself) falls back the same way there
     results, log = workers(tmp_path, tmp_path / "w.pth", "unmappable", nproc=2, MMFIX_MMAP="1")
@@ -229,8 +252,13 @@ print(" ".join(sockets), flush=True)
 os.kill(os.getpid(), signal.SIGKILL)
 """
     shm_before = set(Path("/dev/shm").iterdir())
-    proc = run_python(code, check=False, env=clean_env(LOCAL_RANK="0", RANK="0", LOCAL_WORLD_SIZE="2",
-                                                       WORLD_SIZE="2", TORCHELASTIC_RUN_ID=f"kill-{tmp_path.name}"))
+    proc = run_python(
+        code,
+        check=False,
+        env=clean_env(
+            LOCAL_RANK="0", RANK="0", LOCAL_WORLD_SIZE="2", WORLD_SIZE="2", TORCHELASTIC_RUN_ID=f"kill-{tmp_path.name}"
+        ),
+    )
     names = proc.stdout.split()
     assert proc.returncode == -9 and len(names) == 1, (proc.stdout, proc.stderr[-2000:])
     assert set(Path("/dev/shm").iterdir()) == shm_before
@@ -256,15 +284,21 @@ time.sleep(30)  # "silent": holds the connection and never answers
 
 
 @pytest.mark.parametrize("behaviour", ["silent", "unsealed"])
-def test_a_reader_that_never_answers_or_hands_an_unsealed_copy_is_not_trusted(tmp_path: Path,
-                                                                              behaviour: str) -> None:
+def test_a_reader_that_never_answers_or_hands_an_unsealed_copy_is_not_trusted(tmp_path: Path, behaviour: str) -> None:
     path = tmp_path / "w.pth"
     total = save(path)
-    worker_env = clean_env(LOCAL_RANK="1", RANK="1", LOCAL_WORLD_SIZE="2", WORLD_SIZE="2",
-                           TORCHELASTIC_RUN_ID=f"impostor-{tmp_path.name}", MMFIX_SHARED_LOAD_WAIT="3",
-                           MMFIX_LOG_LEVEL="INFO")
-    impostor = subprocess.Popen([sys.executable, "-c", IMPOSTOR, str(path), behaviour], env=worker_env,
-                                stdout=subprocess.PIPE, text=True)
+    worker_env = clean_env(
+        LOCAL_RANK="1",
+        RANK="1",
+        LOCAL_WORLD_SIZE="2",
+        WORLD_SIZE="2",
+        TORCHELASTIC_RUN_ID=f"impostor-{tmp_path.name}",
+        MMFIX_SHARED_LOAD_WAIT="3",
+        MMFIX_LOG_LEVEL="INFO",
+    )
+    impostor = subprocess.Popen(
+        [sys.executable, "-c", IMPOSTOR, str(path), behaviour], env=worker_env, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert impostor.stdout.readline().strip() == "ready"
         code = f"""

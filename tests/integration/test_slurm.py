@@ -2,6 +2,7 @@
 
 CI starts the cluster and sets REQUIRE_SLURM=1, so there these tests can fail but never skip.
 """
+
 from __future__ import annotations
 
 import os
@@ -47,8 +48,12 @@ def free_port() -> str:
 def env(**extra: str) -> dict[str, str]:
     # srun exports the caller's environment to its tasks: PATH finds this interpreter,
     # PYTHONPATH the probe hook, MASTER_PORT keeps parallel jobs off each other's port.
-    return clean_env(PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-                     PYTHONPATH=str(REPO / "tests"), MASTER_PORT=free_port(), **extra)
+    return clean_env(
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        PYTHONPATH=str(REPO / "tests"),
+        MASTER_PORT=free_port(),
+        **extra,
+    )
 
 
 def srun(*args: str, mmfix: bool = True, timeout: float = 300, **extra: str):
@@ -75,15 +80,26 @@ def assert_trained_together(work: Path) -> None:
 
 
 def test_srun_with_launcher_slurm_trains_with_world_size_2(tmp_path: Path) -> None:
-    proc, log = srun("-n", "2", "python", str(TRAIN), str(DDP_CONFIG), "--launcher", "slurm",
-                     "--work-dir", str(tmp_path))
+    proc, log = srun(
+        "-n", "2", "python", str(TRAIN), str(DDP_CONFIG), "--launcher", "slurm", "--work-dir", str(tmp_path)
+    )
     assert proc.returncode == 0, log[-3000:]
     assert_trained_together(tmp_path)
 
 
 def test_the_same_srun_fails_without_mmfix(tmp_path: Path) -> None:
-    proc, log = srun("-n", "2", "python", str(TRAIN), str(DDP_CONFIG), "--launcher", "slurm",
-                     "--work-dir", str(tmp_path), mmfix=False)
+    proc, log = srun(
+        "-n",
+        "2",
+        "python",
+        str(TRAIN),
+        str(DDP_CONFIG),
+        "--launcher",
+        "slurm",
+        "--work-dir",
+        str(tmp_path),
+        mmfix=False,
+    )
     assert proc.returncode != 0
     assert "_cuda_setDevice" in log or "No CUDA GPUs are available" in log
 
@@ -96,8 +112,20 @@ def test_srun_without_launcher_gets_launcher_slurm(tmp_path: Path) -> None:
 
 
 def test_legacy_command_under_srun_never_starts_torchrun(tmp_path: Path) -> None:
-    proc, log = srun("-n", "2", "python", str(TRAIN), str(DDP_CONFIG), "--work-dir", str(tmp_path),
-                     "--gpus", "2", "--seed", "0", "--no-validate")
+    proc, log = srun(
+        "-n",
+        "2",
+        "python",
+        str(TRAIN),
+        str(DDP_CONFIG),
+        "--work-dir",
+        str(tmp_path),
+        "--gpus",
+        "2",
+        "--seed",
+        "0",
+        "--no-validate",
+    )
     assert proc.returncode == 0, log[-3000:]
     assert "--gpus 2 dropped: under srun each of the 2 tasks is one process" in log
     assert "torch.distributed.run" not in log and "torchelastic" not in log.lower()
@@ -107,13 +135,30 @@ def test_legacy_command_under_srun_never_starts_torchrun(tmp_path: Path) -> None
 
 def test_torchrun_inside_a_multitask_srun_is_refused_with_the_two_commands(tmp_path: Path) -> None:
     start = time.monotonic()
-    proc, log = srun("-n", "2", "python", "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                     str(TRAIN), str(DDP_CONFIG), "--launcher", "pytorch", "--work-dir", str(tmp_path), timeout=240)
+    proc, log = srun(
+        "-n",
+        "2",
+        "python",
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        str(TRAIN),
+        str(DDP_CONFIG),
+        "--launcher",
+        "pytorch",
+        "--work-dir",
+        str(tmp_path),
+        timeout=240,
+    )
     assert proc.returncode != 0
     # Stopped in torchrun's own process, before any worker: once, not once per worker,
     # and no ChildFailedError summary after it.
     assert log.count("torchrun was started inside an srun step with 2 tasks") == 1, log[-3000:]
-    assert "srun -n 2 python" in log and "--launcher slurm" in log and "srun -n 1 python -m torch.distributed.run" in log
+    assert (
+        "srun -n 2 python" in log and "--launcher slurm" in log and "srun -n 1 python -m torch.distributed.run" in log
+    )
     assert f"python {TRAIN} CONFIG" in log
     assert "ChildFailedError" not in log and "Traceback" not in log
     assert not list(tmp_path.glob("epoch_*.pth"))  # nothing trained
@@ -125,8 +170,18 @@ def test_torchrun_inside_a_multitask_srun_is_refused_with_the_two_commands(tmp_p
 def test_a_failing_rank_fails_the_whole_step(tmp_path: Path, kill_on_bad_exit: bool) -> None:
     args = ["-n", "2"] + (["--kill-on-bad-exit=1"] if kill_on_bad_exit else [])
     start = time.monotonic()
-    proc, log = srun(*args, "python", str(TRAIN), str(DDP_CONFIG), "--launcher", "slurm", "--work-dir",
-                     str(tmp_path), PROBE_FAIL_RANK="1", timeout=280)
+    proc, log = srun(
+        *args,
+        "python",
+        str(TRAIN),
+        str(DDP_CONFIG),
+        "--launcher",
+        "slurm",
+        "--work-dir",
+        str(tmp_path),
+        PROBE_FAIL_RANK="1",
+        timeout=280,
+    )
     assert proc.returncode != 0
     assert "probe: deliberate failure on rank 1" in log
     assert time.monotonic() - start < 250
@@ -134,8 +189,18 @@ def test_a_failing_rank_fails_the_whole_step(tmp_path: Path, kill_on_bad_exit: b
 
 def test_2x_slurm_train_sh_runs_unchanged_against_3x_tools(tmp_path: Path) -> None:
     e = env(GPUS="2", GPUS_PER_NODE="2", CPUS_PER_TASK="1", SRUN_ARGS="")
-    cmd = [MMFIX_RUN, "bash", "tools/slurm_train.sh", "debug", "toy", str(DDP_CONFIG), str(tmp_path),
-           "--seed", "0", "--no-validate"]
+    cmd = [
+        MMFIX_RUN,
+        "bash",
+        "tools/slurm_train.sh",
+        "debug",
+        "toy",
+        str(DDP_CONFIG),
+        str(tmp_path),
+        "--seed",
+        "0",
+        "--no-validate",
+    ]
     proc = run(cmd, env=e, cwd=EXAMPLES, timeout=300)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     assert_trained_together(tmp_path)

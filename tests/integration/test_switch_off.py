@@ -1,5 +1,6 @@
 """With MMFIX_DISABLE=1, importing mmfix changes nothing at all, object by object; and
 mmfix.disable() puts back every object every patch replaced."""
+
 from __future__ import annotations
 
 import json
@@ -79,7 +80,8 @@ def test_active_then_disabled_is_stock_again() -> None:
     # every patch really replaced its objects while active (set_device is only swapped during init_dist)
     assert changed == set(stock["targets"]) - {"torch.cuda.set_device"}
     assert active["checkpoint_hook_open"] is True and active["safe_globals"] != stock["safe_globals"]
-    disabled = fingerprint("import mmfix\nimport torch, mmengine.runner, mmengine.dist, mmengine.model\n"
-                           "mmfix.disable()\n", **every_patch)
+    disabled = fingerprint(
+        "import mmfix\nimport torch, mmengine.runner, mmengine.dist, mmengine.model\nmmfix.disable()\n", **every_patch
+    )
     assert disabled["targets"] == stock["targets"]
     assert disabled["checkpoint_hook_open"] is False and disabled["safe_globals"] == stock["safe_globals"]

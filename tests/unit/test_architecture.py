@@ -1,4 +1,5 @@
 """The shape of the code base: no import cycles, and a public API that is exactly ``mmfix.__all__``."""
+
 from __future__ import annotations
 
 import ast
@@ -89,9 +90,20 @@ def test_public_names_are_exactly_all_and_every_module_is_private() -> None:
         assert getattr(mmfix, name) is not None, name
     assert sorted(mmfix.__all__) == sorted(set(mmfix.__all__))
     assert set(mmfix.__all__) == {
-        "CheckpointCorruptError", "CheckpointError", "CheckpointRefusedError", "CheckpointSaveError",
-        "ConfigConversionError", "DeviceAssignmentError", "MmfixUsageError", "UnusedParametersError",
-        "__version__", "disable", "enable", "patch_names", "status", "trust_globals",
+        "CheckpointCorruptError",
+        "CheckpointError",
+        "CheckpointRefusedError",
+        "CheckpointSaveError",
+        "ConfigConversionError",
+        "DeviceAssignmentError",
+        "MmfixUsageError",
+        "UnusedParametersError",
+        "__version__",
+        "disable",
+        "enable",
+        "patch_names",
+        "status",
+        "trust_globals",
     }
     # every module below mmfix is private: a leading underscore in its dotted path
     names = [info.name for info in pkgutil.walk_packages(mmfix.__path__, "mmfix.")]

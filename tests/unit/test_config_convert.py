@@ -1,4 +1,5 @@
 """The pure converter on the official 2.28.2 base configs (copied under tests/data) and small dicts."""
+
 from __future__ import annotations
 
 import copy
@@ -17,8 +18,12 @@ def faster_rcnn_2x() -> dict:
     from mmengine.config import Config
 
     fromfile = getattr(Config.fromfile, "__wrapped__", Config.fromfile)
-    parts = [BASE / "models/faster_rcnn_r50_fpn.py", BASE / "datasets/coco_detection.py",
-             BASE / "schedules/schedule_1x.py", BASE / "default_runtime.py"]
+    parts = [
+        BASE / "models/faster_rcnn_r50_fpn.py",
+        BASE / "datasets/coco_detection.py",
+        BASE / "schedules/schedule_1x.py",
+        BASE / "default_runtime.py",
+    ]
     merged: dict = {}
     for part in parts:
         merged.update(fromfile(str(part)).to_dict())
@@ -33,64 +38,131 @@ def test_faster_rcnn_converts_like_the_migration_rules(faster_rcnn_2x):
     assert out["default_scope"] == "mmdet"
     assert out["param_scheduler"] == [
         {"type": "LinearLR", "start_factor": 0.001, "by_epoch": False, "begin": 0, "end": 500},
-        {"type": "MultiStepLR", "begin": 0, "end": 12, "by_epoch": True, "milestones": [8, 11], "gamma": 0.1}]
+        {"type": "MultiStepLR", "begin": 0, "end": 12, "by_epoch": True, "milestones": [8, 11], "gamma": 0.1},
+    ]
     assert out["train_cfg"] == {"type": "EpochBasedTrainLoop", "max_epochs": 12, "val_interval": 1}
-    assert out["optim_wrapper"] == {"type": "OptimWrapper",
-                                    "optimizer": {"type": "SGD", "lr": 0.02, "momentum": 0.9, "weight_decay": 0.0001}}
-    assert out["model"]["data_preprocessor"] == {"type": "DetDataPreprocessor", "mean": [123.675, 116.28, 103.53],
-                                                 "std": [58.395, 57.12, 57.375], "bgr_to_rgb": True,
-                                                 "pad_size_divisor": 32}
+    assert out["optim_wrapper"] == {
+        "type": "OptimWrapper",
+        "optimizer": {"type": "SGD", "lr": 0.02, "momentum": 0.9, "weight_decay": 0.0001},
+    }
+    assert out["model"]["data_preprocessor"] == {
+        "type": "DetDataPreprocessor",
+        "mean": [123.675, 116.28, 103.53],
+        "std": [58.395, 57.12, 57.375],
+        "bgr_to_rgb": True,
+        "pad_size_divisor": 32,
+    }
     train = out["train_dataloader"]
     assert train["batch_size"] == 2 and train["num_workers"] == 2
     assert train["batch_sampler"] == {"type": "AspectRatioBatchSampler"}
     assert train["dataset"]["pipeline"] == [
-        {"type": "LoadImageFromFile"}, {"type": "LoadAnnotations", "with_bbox": True},
-        {"type": "Resize", "scale": (1333, 800), "keep_ratio": True}, {"type": "RandomFlip", "prob": 0.5},
-        {"type": "PackDetInputs"}]
+        {"type": "LoadImageFromFile"},
+        {"type": "LoadAnnotations", "with_bbox": True},
+        {"type": "Resize", "scale": (1333, 800), "keep_ratio": True},
+        {"type": "RandomFlip", "prob": 0.5},
+        {"type": "PackDetInputs"},
+    ]
     assert train["dataset"]["data_prefix"] == {"img": "data/coco/train2017/"}
     assert train["dataset"]["filter_cfg"] == {"filter_empty_gt": True, "min_size": 32}
     test = out["test_dataloader"]
     assert test["batch_size"] == 1 and test["dataset"]["test_mode"] is True
-    assert [t["type"] for t in test["dataset"]["pipeline"]] == ["LoadImageFromFile", "Resize", "LoadAnnotations",
-                                                                "PackDetInputs"]
+    assert [t["type"] for t in test["dataset"]["pipeline"]] == [
+        "LoadImageFromFile",
+        "Resize",
+        "LoadAnnotations",
+        "PackDetInputs",
+    ]
     assert out["val_evaluator"]["type"] == "CocoMetric" and out["val_evaluator"]["metric"] == "bbox"
     assert out["default_hooks"]["checkpoint"] == {"type": "CheckpointHook", "interval": 1}
     assert out["default_hooks"]["logger"] == {"type": "LoggerHook", "interval": 50}
     assert out["env_cfg"]["dist_cfg"] == {"backend": "nccl"}
-    for legacy in ("data", "optimizer", "optimizer_config", "lr_config", "runner", "evaluation",
-                   "checkpoint_config", "log_config", "img_norm_cfg", "workflow", "dist_params"):
+    for legacy in (
+        "data",
+        "optimizer",
+        "optimizer_config",
+        "lr_config",
+        "runner",
+        "evaluation",
+        "checkpoint_config",
+        "log_config",
+        "img_norm_cfg",
+        "workflow",
+        "dist_params",
+    ):
         assert legacy not in out, legacy
     assert ("img_norm_cfg", "now model.data_preprocessor's mean/std/bgr_to_rgb") in report.dropped
     assert classify(out) == "3.x"
 
 
-@pytest.mark.parametrize("lr_config, runner, expected", [
-    (dict(policy="CosineAnnealing", min_lr=0.0, by_epoch=False), dict(type="IterBasedRunner", max_iters=100),
-     [{"type": "CosineAnnealingLR", "T_max": 100, "begin": 0, "end": 100, "by_epoch": False, "eta_min": 0.0}]),
-    (dict(policy="CosineAnnealing", min_lr_ratio=1e-3, warmup="constant", warmup_iters=10, warmup_ratio=0.3,
-          by_epoch=False), dict(type="EpochBasedRunner", max_epochs=5),
-     [{"type": "ConstantLR", "factor": 0.3, "by_epoch": False, "begin": 0, "end": 10},
-      {"type": "CosineAnnealingLR", "T_max": 5, "begin": 0, "end": 5, "by_epoch": True,
-       "convert_to_iter_based": True, "eta_min_ratio": 1e-3}]),
-    (dict(policy="poly", power=0.9, min_lr=1e-4, by_epoch=False), dict(type="IterBasedRunner", max_iters=40),
-     [{"type": "PolyLR", "power": 0.9, "eta_min": 1e-4, "begin": 0, "end": 40, "by_epoch": False}]),
-    (dict(policy="step", step=3, gamma=0.5), dict(type="EpochBasedRunner", max_epochs=9),
-     [{"type": "StepLR", "step_size": 3, "gamma": 0.5, "begin": 0, "end": 9, "by_epoch": True}]),
-])
+@pytest.mark.parametrize(
+    "lr_config, runner, expected",
+    [
+        (
+            dict(policy="CosineAnnealing", min_lr=0.0, by_epoch=False),
+            dict(type="IterBasedRunner", max_iters=100),
+            [{"type": "CosineAnnealingLR", "T_max": 100, "begin": 0, "end": 100, "by_epoch": False, "eta_min": 0.0}],
+        ),
+        (
+            dict(
+                policy="CosineAnnealing",
+                min_lr_ratio=1e-3,
+                warmup="constant",
+                warmup_iters=10,
+                warmup_ratio=0.3,
+                by_epoch=False,
+            ),
+            dict(type="EpochBasedRunner", max_epochs=5),
+            [
+                {"type": "ConstantLR", "factor": 0.3, "by_epoch": False, "begin": 0, "end": 10},
+                {
+                    "type": "CosineAnnealingLR",
+                    "T_max": 5,
+                    "begin": 0,
+                    "end": 5,
+                    "by_epoch": True,
+                    "convert_to_iter_based": True,
+                    "eta_min_ratio": 1e-3,
+                },
+            ],
+        ),
+        (
+            dict(policy="poly", power=0.9, min_lr=1e-4, by_epoch=False),
+            dict(type="IterBasedRunner", max_iters=40),
+            [{"type": "PolyLR", "power": 0.9, "eta_min": 1e-4, "begin": 0, "end": 40, "by_epoch": False}],
+        ),
+        (
+            dict(policy="step", step=3, gamma=0.5),
+            dict(type="EpochBasedRunner", max_epochs=9),
+            [{"type": "StepLR", "step_size": 3, "gamma": 0.5, "begin": 0, "end": 9, "by_epoch": True}],
+        ),
+    ],
+)
 def test_lr_policies(lr_config, runner, expected):
     out, _ = convert({"lr_config": lr_config, "runner": runner, "optimizer": {"type": "SGD", "lr": 0.1}})
     assert out["param_scheduler"] == expected
 
 
 def test_fp16_grad_clip_and_cumulative_gradients():
-    out, _ = convert({"optimizer": {"type": "AdamW", "lr": 1e-4, "paramwise_cfg": {"norm_decay_mult": 0.0}},
-                      "optimizer_config": {"type": "GradientCumulativeOptimizerHook", "cumulative_iters": 4,
-                                           "grad_clip": {"max_norm": 35, "norm_type": 2}},
-                      "fp16": {"loss_scale": 512.0}, "runner": {"type": "EpochBasedRunner", "max_epochs": 1}})
-    assert out["optim_wrapper"] == {"type": "AmpOptimWrapper", "paramwise_cfg": {"norm_decay_mult": 0.0},
-                                    "optimizer": {"type": "AdamW", "lr": 1e-4},
-                                    "clip_grad": {"max_norm": 35, "norm_type": 2}, "accumulative_counts": 4,
-                                    "loss_scale": 512.0}
+    out, _ = convert(
+        {
+            "optimizer": {"type": "AdamW", "lr": 1e-4, "paramwise_cfg": {"norm_decay_mult": 0.0}},
+            "optimizer_config": {
+                "type": "GradientCumulativeOptimizerHook",
+                "cumulative_iters": 4,
+                "grad_clip": {"max_norm": 35, "norm_type": 2},
+            },
+            "fp16": {"loss_scale": 512.0},
+            "runner": {"type": "EpochBasedRunner", "max_epochs": 1},
+        }
+    )
+    assert out["optim_wrapper"] == {
+        "type": "AmpOptimWrapper",
+        "paramwise_cfg": {"norm_decay_mult": 0.0},
+        "optimizer": {"type": "AdamW", "lr": 1e-4},
+        "clip_grad": {"max_norm": 35, "norm_type": 2},
+        "accumulative_counts": 4,
+        "loss_scale": 512.0,
+    }
 
 
 def test_unknown_policy_is_one_clear_error():
@@ -102,10 +174,14 @@ def test_unknown_policy_is_one_clear_error():
 
 
 def test_mixed_config_inherited_values_are_overridden_own_conflicts_are_errors():
-    cfg3 = {"train_dataloader": {"batch_size": 2, "num_workers": 2}, "val_dataloader": None,
-            "optim_wrapper": {"type": "OptimWrapper", "optimizer": {"type": "SGD", "lr": 0.02}},
-            "train_cfg": {"type": "EpochBasedTrainLoop", "max_epochs": 12, "val_interval": 1},
-            "data": {"samples_per_gpu": 8, "workers_per_gpu": 4}, "optimizer_config": {"grad_clip": None}}
+    cfg3 = {
+        "train_dataloader": {"batch_size": 2, "num_workers": 2},
+        "val_dataloader": None,
+        "optim_wrapper": {"type": "OptimWrapper", "optimizer": {"type": "SGD", "lr": 0.02}},
+        "train_cfg": {"type": "EpochBasedTrainLoop", "max_epochs": 12, "val_interval": 1},
+        "data": {"samples_per_gpu": 8, "workers_per_gpu": 4},
+        "optimizer_config": {"grad_clip": None},
+    }
     assert classify(cfg3) == "mixed"
     out, report = apply_legacy_keys(cfg3, own_keys={"data", "optimizer_config"})
     assert out["train_dataloader"] == {"batch_size": 8, "num_workers": 4}
@@ -127,31 +203,54 @@ def test_a_3x_helper_variable_named_data_is_not_a_2x_key():
 
 
 def _data(train_pipeline: list, test_pipeline: list, kind: str = "CocoDataset", **extra: object) -> dict:
-    return {"runner": {"type": "EpochBasedRunner", "max_epochs": 1},
-            "model": {"type": "MaskRCNN", "backbone": {"type": "ResNet", "depth": 50}},
-            "data": {"samples_per_gpu": 2, "workers_per_gpu": 2,
-                     "train": {"type": kind, "ann_file": "a.json", "img_prefix": "i/", "pipeline": train_pipeline,
-                               **extra},
-                     "test": {"type": kind, "ann_file": "b.json", "img_prefix": "j/", "pipeline": test_pipeline,
-                              **extra}}}
+    return {
+        "runner": {"type": "EpochBasedRunner", "max_epochs": 1},
+        "model": {"type": "MaskRCNN", "backbone": {"type": "ResNet", "depth": 50}},
+        "data": {
+            "samples_per_gpu": 2,
+            "workers_per_gpu": 2,
+            "train": {"type": kind, "ann_file": "a.json", "img_prefix": "i/", "pipeline": train_pipeline, **extra},
+            "test": {"type": kind, "ann_file": "b.json", "img_prefix": "j/", "pipeline": test_pipeline, **extra},
+        },
+    }
 
 
 def test_an_image_pad_value_before_normalize_stays_a_pad_transform():
     # Mask2Former's 2.x test pipeline: Pad(size_divisor=32, pad_val=dict(img=(128, 128, 128), masks=0, seg=255))
     norm = {"type": "Normalize", "mean": [1, 2, 3], "std": [1, 1, 1], "to_rgb": True}
     pad = {"type": "Pad", "size_divisor": 32, "pad_val": {"img": (128, 128, 128), "masks": 0, "seg": 255}}
-    test = [{"type": "LoadImageFromFile"},
-            {"type": "MultiScaleFlipAug", "img_scale": (1333, 800), "flip": False,
-             "transforms": [{"type": "Resize", "keep_ratio": True}, {"type": "RandomFlip"}, pad, norm,
-                            {"type": "ImageToTensor", "keys": ["img"]}, {"type": "Collect", "keys": ["img"]}]}]
-    train = [{"type": "LoadImageFromFile"}, {"type": "LoadAnnotations", "with_bbox": True, "with_mask": True},
-             {"type": "Pad", "size_divisor": 32, "pad_val": {"masks": 0, "seg": 7}}, norm,
-             {"type": "DefaultFormatBundle"}, {"type": "Collect", "keys": ["img"]}]
+    test = [
+        {"type": "LoadImageFromFile"},
+        {
+            "type": "MultiScaleFlipAug",
+            "img_scale": (1333, 800),
+            "flip": False,
+            "transforms": [
+                {"type": "Resize", "keep_ratio": True},
+                {"type": "RandomFlip"},
+                pad,
+                norm,
+                {"type": "ImageToTensor", "keys": ["img"]},
+                {"type": "Collect", "keys": ["img"]},
+            ],
+        },
+    ]
+    train = [
+        {"type": "LoadImageFromFile"},
+        {"type": "LoadAnnotations", "with_bbox": True, "with_mask": True},
+        {"type": "Pad", "size_divisor": 32, "pad_val": {"masks": 0, "seg": 7}},
+        norm,
+        {"type": "DefaultFormatBundle"},
+        {"type": "Collect", "keys": ["img"]},
+    ]
     out, _ = convert(_data(train, test))
     steps = out["test_dataloader"]["dataset"]["pipeline"]
     assert {"type": "Pad", "size_divisor": 32, "pad_val": {"img": (128, 128, 128)}} in steps
     assert [t["type"] for t in out["train_dataloader"]["dataset"]["pipeline"]] == [
-        "LoadImageFromFile", "LoadAnnotations", "PackDetInputs"]
+        "LoadImageFromFile",
+        "LoadAnnotations",
+        "PackDetInputs",
+    ]
     pre = out["model"]["data_preprocessor"]
     assert pre["pad_size_divisor"] == 32 and pre["pad_mask"] is True
     assert pre["seg_pad_value"] == 7 and "mask_pad_value" not in pre  # the training Pad's values, not defaults
@@ -159,11 +258,21 @@ def test_an_image_pad_value_before_normalize_stays_a_pad_transform():
 
 
 def test_open_images_sets_are_not_filtered_and_pack_what_the_metric_reads():
-    train = [{"type": "LoadImageFromFile"}, {"type": "LoadAnnotations", "with_bbox": True, "denorm_bbox": True},
-             {"type": "DefaultFormatBundle"}, {"type": "Collect", "keys": ["img"]}]
-    test = [{"type": "LoadImageFromFile"},
-            {"type": "MultiScaleFlipAug", "img_scale": (1024, 800), "flip": False,
-             "transforms": [{"type": "Resize", "keep_ratio": True}, {"type": "Collect", "keys": ["img"]}]}]
+    train = [
+        {"type": "LoadImageFromFile"},
+        {"type": "LoadAnnotations", "with_bbox": True, "denorm_bbox": True},
+        {"type": "DefaultFormatBundle"},
+        {"type": "Collect", "keys": ["img"]},
+    ]
+    test = [
+        {"type": "LoadImageFromFile"},
+        {
+            "type": "MultiScaleFlipAug",
+            "img_scale": (1024, 800),
+            "flip": False,
+            "transforms": [{"type": "Resize", "keep_ratio": True}, {"type": "Collect", "keys": ["img"]}],
+        },
+    ]
     out, report = convert(_data(train, test, kind="OpenImagesDataset", label_file="l.csv", hierarchy_file="h.json"))
     train_set = out["train_dataloader"]["dataset"]
     assert "filter_cfg" not in train_set

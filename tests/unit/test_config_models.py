@@ -3,6 +3,7 @@
 The 2.x files are copied unchanged from the mmdet==2.28.2 wheel (tests/data/mmdet2_configs);
 each converted model must build in 3.3.0 exactly as the Runner builds it.
 """
+
 from __future__ import annotations
 
 import math
@@ -46,9 +47,12 @@ def test_yolact_gets_the_mask_thresholds_2x_hard_coded():
 def test_panoptic_fpn_detection_thresholds_move_from_panoptic_to_rcnn():
     out, report = converted("panoptic_fpn/panoptic_fpn_r50_fpn_1x_coco.py")
     test_cfg = out["model"]["test_cfg"]
-    assert test_cfg["rcnn"] == {"score_thr": 0.6, "nms": {"type": "nms", "iou_threshold": 0.5,
-                                                          "class_agnostic": True},
-                                "max_per_img": 100, "mask_thr_binary": 0.5}
+    assert test_cfg["rcnn"] == {
+        "score_thr": 0.6,
+        "nms": {"type": "nms", "iou_threshold": 0.5, "class_agnostic": True},
+        "max_per_img": 100,
+        "mask_thr_binary": 0.5,
+    }
     assert test_cfg["panoptic"] == {"mask_overlap": 0.5, "stuff_area_limit": 4096}
     assert ("model.test_cfg.panoptic.score_thr", "model.test_cfg.rcnn.score_thr") in report.converted
     pre = out["model"]["data_preprocessor"]
@@ -100,8 +104,13 @@ def _lrs(schedulers: list[dict], steps: int) -> list[float]:
     import torch
     from mmengine.optim.scheduler import ConstantLR, CosineAnnealingLR, ExponentialLR, LinearLR, MultiStepLR
 
-    kinds = {"ConstantLR": ConstantLR, "ExponentialLR": ExponentialLR, "LinearLR": LinearLR,
-             "MultiStepLR": MultiStepLR, "CosineAnnealingLR": CosineAnnealingLR}
+    kinds = {
+        "ConstantLR": ConstantLR,
+        "ExponentialLR": ExponentialLR,
+        "LinearLR": LinearLR,
+        "MultiStepLR": MultiStepLR,
+        "CosineAnnealingLR": CosineAnnealingLR,
+    }
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
     built = []
     for cfg in schedulers:
@@ -117,10 +126,20 @@ def _lrs(schedulers: list[dict], steps: int) -> list[float]:
 
 
 def test_exp_warmup_is_exact_in_mmengine_schedulers():
-    out, report = convert({"lr_config": {"policy": "step", "warmup": "exp", "warmup_iters": 10,
-                                         "warmup_ratio": 0.01, "step": [40], "by_epoch": False},
-                           "runner": {"type": "IterBasedRunner", "max_iters": 50},
-                           "optimizer": {"type": "SGD", "lr": 1.0}})
+    out, report = convert(
+        {
+            "lr_config": {
+                "policy": "step",
+                "warmup": "exp",
+                "warmup_iters": 10,
+                "warmup_ratio": 0.01,
+                "step": [40],
+                "by_epoch": False,
+            },
+            "runner": {"type": "IterBasedRunner", "max_iters": 50},
+            "optimizer": {"type": "SGD", "lr": 1.0},
+        }
+    )
     schedulers = out["param_scheduler"]
     assert [s["type"] for s in schedulers] == ["ConstantLR", "ExponentialLR", "MultiStepLR"]
     lrs = _lrs(schedulers, 50)
@@ -130,13 +149,19 @@ def test_exp_warmup_is_exact_in_mmengine_schedulers():
     assert any("warmup='exp'" in note for note in report.notes)
 
 
-@pytest.mark.parametrize("lr_config, key, offered", [
-    ({"policy": "step", "step": [8], "warmup": "exp", "warmup_iters": 1, "warmup_by_epoch": True},
-     "lr_config.warmup", "warmup_by_epoch=False"),
-    ({"policy": "cyclic", "target_ratio": [10, 1e-4]}, "lr_config.policy", "OneCycleLR"),
-    ({"policy": "cyclic", "cyclic_times": 2}, "lr_config.cyclic_times", "cyclic_times=1"),
-    ({"policy": "cyclic", "anneal_strategy": "linear"}, "lr_config.anneal_strategy", "'cos'"),
-])
+@pytest.mark.parametrize(
+    "lr_config, key, offered",
+    [
+        (
+            {"policy": "step", "step": [8], "warmup": "exp", "warmup_iters": 1, "warmup_by_epoch": True},
+            "lr_config.warmup",
+            "warmup_by_epoch=False",
+        ),
+        ({"policy": "cyclic", "target_ratio": [10, 1e-4]}, "lr_config.policy", "OneCycleLR"),
+        ({"policy": "cyclic", "cyclic_times": 2}, "lr_config.cyclic_times", "cyclic_times=1"),
+        ({"policy": "cyclic", "anneal_strategy": "linear"}, "lr_config.anneal_strategy", "'cos'"),
+    ],
+)
 def test_unconvertible_schedules_name_key_value_and_what_3x_offers(lr_config, key, offered):
     with pytest.raises(ConfigConversionError) as info:
         convert({"lr_config": lr_config, "runner": {"type": "EpochBasedRunner", "max_epochs": 12}})
@@ -155,11 +180,25 @@ def _mmcv_cyclic(t: int, total: int, up_ratio: float, r0: float, r1: float, stra
 
 @pytest.mark.parametrize("strategy, r0, r1", [("cos", 10, 1e-4), ("linear", 0.5, 1e-3)])
 def test_cyclic_policy_of_an_iteration_run_is_exact(strategy, r0, r1):
-    out, _ = convert({"lr_config": {"policy": "cyclic", "target_ratio": (r0, r1), "cyclic_times": 1,
-                                    "step_ratio_up": 0.4, "anneal_strategy": strategy},
-                      "momentum_config": {"policy": "cyclic", "target_ratio": (0.85 / 0.95, 1), "cyclic_times": 1,
-                                          "step_ratio_up": 0.4},
-                      "runner": {"type": "IterBasedRunner", "max_iters": 25}, "optimizer": {"type": "SGD", "lr": 1.0}})
+    out, _ = convert(
+        {
+            "lr_config": {
+                "policy": "cyclic",
+                "target_ratio": (r0, r1),
+                "cyclic_times": 1,
+                "step_ratio_up": 0.4,
+                "anneal_strategy": strategy,
+            },
+            "momentum_config": {
+                "policy": "cyclic",
+                "target_ratio": (0.85 / 0.95, 1),
+                "cyclic_times": 1,
+                "step_ratio_up": 0.4,
+            },
+            "runner": {"type": "IterBasedRunner", "max_iters": 25},
+            "optimizer": {"type": "SGD", "lr": 1.0},
+        }
+    )
     lr = [s for s in out["param_scheduler"] if s["type"].endswith("LR")]
     lrs = _lrs(lr, 25)
     expected = [_mmcv_cyclic(t, 25, 0.4, r0, r1, strategy) for t in range(25)]
@@ -173,8 +212,13 @@ def test_cyclic_schedulers_build_in_mmengine():
     import torch
     from mmengine.optim.scheduler import CosineAnnealingMomentum
 
-    out, _ = convert({"lr_config": {"policy": "cyclic"}, "momentum_config": {"policy": "cyclic"},
-                      "runner": {"type": "IterBasedRunner", "max_iters": 10}})
+    out, _ = convert(
+        {
+            "lr_config": {"policy": "cyclic"},
+            "momentum_config": {"policy": "cyclic"},
+            "runner": {"type": "IterBasedRunner", "max_iters": 10},
+        }
+    )
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0, momentum=0.95)
     for cfg in [s for s in out["param_scheduler"] if s["type"] == "CosineAnnealingMomentum"]:
         cfg = dict(cfg)

@@ -1,4 +1,5 @@
 """The numpy stand-ins' validators and the post-load swap, in process (no torch needed)."""
+
 from __future__ import annotations
 
 import pickle
@@ -8,8 +9,27 @@ import pytest
 
 from mmfix._checkpoint import numpy_guard as guard
 
-NUMPY_WRITES = ["?", "i1", "u1", "<i2", ">i2", "<u4", "<i8", ">u8", "f2", "<f4", ">f8", "g", "c8", ">c16", "G",
-                "S1", "S7", "<U1", ">U5"]
+NUMPY_WRITES = [
+    "?",
+    "i1",
+    "u1",
+    "<i2",
+    ">i2",
+    "<u4",
+    "<i8",
+    ">u8",
+    "f2",
+    "<f4",
+    ">f8",
+    "g",
+    "c8",
+    ">c16",
+    "G",
+    "S1",
+    "S7",
+    "<U1",
+    ">U5",
+]
 
 
 def _build(dtype: np.dtype) -> guard.DtypeBuilder:
@@ -45,15 +65,18 @@ def test_other_dtypes_are_refused(spec) -> None:
         builder.__setstate__(state)
 
 
-@pytest.mark.parametrize("state", [
-    (3, "|", None, None, None, -1, -1, 63),  # object flags on a float
-    (3, "<", None, None, None, 1 << 30, -1, 0),  # elsize
-    (3, "<", None, ("a",), {"a": 1}, -1, -1, 0),  # fields
-    (3, "<", (np.dtype("O"), (1,)), None, None, -1, -1, 0),  # sub-array
-    (3, "|", None, None, None, -1, -1, 0),  # wrong byte order for f8
-    (4, "<", None, None, None, -1, -1, 0),  # version
-    (3, "<", None, None, None, -1, -1),  # short
-])
+@pytest.mark.parametrize(
+    "state",
+    [
+        (3, "|", None, None, None, -1, -1, 63),  # object flags on a float
+        (3, "<", None, None, None, 1 << 30, -1, 0),  # elsize
+        (3, "<", None, ("a",), {"a": 1}, -1, -1, 0),  # fields
+        (3, "<", (np.dtype("O"), (1,)), None, None, -1, -1, 0),  # sub-array
+        (3, "|", None, None, None, -1, -1, 0),  # wrong byte order for f8
+        (4, "<", None, None, None, -1, -1, 0),  # version
+        (3, "<", None, None, None, -1, -1),  # short
+    ],
+)
 def test_dtype_states_numpy_never_writes_are_refused(state) -> None:
     with pytest.raises(pickle.UnpicklingError):
         guard.standin_dtype("f8", False, True).__setstate__(state)
@@ -61,9 +84,15 @@ def test_dtype_states_numpy_never_writes_are_refused(state) -> None:
 
 def test_array_states_must_match_their_data() -> None:
     f8 = _build(np.dtype("f8"))
-    for state in [(1, (1 << 62,), f8, False, b""), (1, (2,), f8, False, b"x" * 8), (1, (-1,), f8, False, b""),
-                  (1, (1,) * 40, f8, False, b"x" * 8), (1, (1,), f8, 0, b"x" * 8), (1, (1,), 7, False, b"x" * 8),
-                  (1, (1,), f8, False, [object()])]:
+    for state in [
+        (1, (1 << 62,), f8, False, b""),
+        (1, (2,), f8, False, b"x" * 8),
+        (1, (-1,), f8, False, b""),
+        (1, (1,) * 40, f8, False, b"x" * 8),
+        (1, (1,), f8, 0, b"x" * 8),
+        (1, (1,), 7, False, b"x" * 8),
+        (1, (1,), f8, False, [object()]),
+    ]:
         with pytest.raises(pickle.UnpicklingError):
             guard.standin_reconstruct(guard.NdarrayName, (0,), b"b").__setstate__(state)
     with pytest.raises(pickle.UnpicklingError):

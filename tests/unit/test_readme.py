@@ -1,4 +1,5 @@
 """The README tells the truth (issue 11, item 10): checked against the code it describes."""
+
 from __future__ import annotations
 
 import re
@@ -13,12 +14,12 @@ README = (ROOT / "README.md").read_text()
 
 
 def test_the_patches_table_is_in_mmfix_status_order() -> None:
-    section = README[README.index("## Patches"):README.index("## Switches")]
+    section = README[README.index("## Patches") : README.index("## Switches")]
     assert re.findall(r"^\| `([a-z_]+)` \|", section, flags=re.M) == list(PATCHES)
 
 
 def test_install_says_how_to_get_a_cpu_only_torch_and_the_measured_time() -> None:
-    install = README[README.index("## Install and run"):README.index("## Legacy 2.x command lines")]
+    install = README[README.index("## Install and run") : README.index("## Legacy 2.x command lines")]
     assert "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in install
     assert "a few seconds" not in install and "Measured on 2 CPU cores" in install
     assert "`import mmfix` as the first line" in install  # the one-line variant beside the zero-code one

@@ -13,12 +13,20 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 
 def test_defaults() -> None:
     s = _settings.Settings({})
-    assert (s.disabled, s.cpu_map, s.mmap, s.log_level, s.hold_weights_only) == (False, True, "auto", "INFO", "mmengine")
+    assert (s.disabled, s.cpu_map, s.mmap, s.log_level, s.hold_weights_only) == (
+        False,
+        True,
+        "auto",
+        "INFO",
+        "mmengine",
+    )
     assert s.disabled_patches == frozenset()
 
 
-@pytest.mark.parametrize("raw,expected", [("1", True), ("true", True), ("YES", True), ("on", True),
-                                          ("0", False), ("off", False), ("", False)])
+@pytest.mark.parametrize(
+    "raw,expected",
+    [("1", True), ("true", True), ("YES", True), ("on", True), ("0", False), ("off", False), ("", False)],
+)
 def test_booleans(raw: str, expected: bool) -> None:
     assert _settings.Settings({"MMFIX_DISABLE": raw}).disabled is expected
 
@@ -53,13 +61,17 @@ def test_every_variable_is_in_the_readme_table_and_nowhere_else_read() -> None:
         assert f"`{name}`" in text
     # One module reads MMFIX_* variables; everything else asks it.
     pkg = Path(_settings.__file__).parent
-    readers = [p for p in pkg.rglob("*.py") if re.search(r"environ[^\n]*[\"']MMFIX_", p.read_text())
-               and p.name != "_settings.py"]
+    readers = [
+        p
+        for p in pkg.rglob("*.py")
+        if re.search(r"environ[^\n]*[\"']MMFIX_", p.read_text()) and p.name != "_settings.py"
+    ]
     assert readers == [p for p in readers if p.name in ("_run.py", "_startup.py")]
 
 
-@pytest.mark.parametrize("raw,expected", [("", "auto"), ("auto", "auto"), ("1", "on"), ("yes", "on"),
-                                          ("0", "off"), ("off", "off")])
+@pytest.mark.parametrize(
+    "raw,expected", [("", "auto"), ("auto", "auto"), ("1", "on"), ("yes", "on"), ("0", "off"), ("off", "off")]
+)
 def test_mmap_modes(raw: str, expected: str) -> None:
     assert _settings.Settings({"MMFIX_MMAP": raw}).mmap == expected
 

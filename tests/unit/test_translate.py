@@ -1,4 +1,5 @@
 """The pure legacy-command translator: every row of both tables, the errors, and properties."""
+
 from __future__ import annotations
 
 import argparse
@@ -55,10 +56,13 @@ def t(argv: str, env: dict | None = None, parser: ParserInfo = TRAIN, gpus: int 
 
 def test_real_parsers_are_recognised() -> None:
     assert TRAIN.tool == "train" and TEST.tool == "test"
-    assert {"--work-dir", "--resume", "--cfg-options", "--launcher", "--local_rank", "--local-rank"} <= set(TRAIN.options)
+    assert {"--work-dir", "--resume", "--cfg-options", "--launcher", "--local_rank", "--local-rank"} <= set(
+        TRAIN.options
+    )
 
 
 # --- train.py table ------------------------------------------------------------------------------
+
 
 def test_gpus_n_launches_torchrun_with_launcher_pytorch() -> None:
     plan = t(f"{CFG} --gpus 2", gpus=4)
@@ -87,17 +91,20 @@ def test_gpu_ids_become_cuda_visible_devices_through_the_users_own() -> None:
     assert plan.env == {"CUDA_VISIBLE_DEVICES": "7"} and plan.launch is None
 
 
-@pytest.mark.parametrize("legacy,expected", [
-    ("--resume-from w/epoch_3.pth", ("--resume", "w/epoch_3.pth")),
-    ("--auto-resume", ("--resume",)),
-    ("--seed 7", ("--cfg-options", "randomness.seed=7")),
-    ("--deterministic", ("--cfg-options", "randomness.deterministic=True")),
-    ("--diff-seed", ("--cfg-options", "randomness.diff_rank_seed=True")),
-    ("--no-validate", ("--cfg-options", "val_cfg=None", "val_dataloader=None", "val_evaluator=None")),
-    ("--options a.b=1 c=[1,2]", ("--cfg-options", "a.b=1", "c=[1,2]")),
-    ("--seed=3", ("--cfg-options", "randomness.seed=3")),
-    ("--load-from pre.pth", ("--cfg-options", "load_from=pre.pth")),
-])
+@pytest.mark.parametrize(
+    "legacy,expected",
+    [
+        ("--resume-from w/epoch_3.pth", ("--resume", "w/epoch_3.pth")),
+        ("--auto-resume", ("--resume",)),
+        ("--seed 7", ("--cfg-options", "randomness.seed=7")),
+        ("--deterministic", ("--cfg-options", "randomness.deterministic=True")),
+        ("--diff-seed", ("--cfg-options", "randomness.diff_rank_seed=True")),
+        ("--no-validate", ("--cfg-options", "val_cfg=None", "val_dataloader=None", "val_evaluator=None")),
+        ("--options a.b=1 c=[1,2]", ("--cfg-options", "a.b=1", "c=[1,2]")),
+        ("--seed=3", ("--cfg-options", "randomness.seed=3")),
+        ("--load-from pre.pth", ("--cfg-options", "load_from=pre.pth")),
+    ],
+)
 def test_train_rows(legacy: str, expected: tuple) -> None:
     plan = t(f"{CFG} {legacy}")
     assert plan.argv == (CFG, *expected) and plan.launch is None and plan.notes
@@ -110,14 +117,28 @@ def test_resume_from_wins_over_auto_resume_and_bare_resume_goes_last() -> None:
 
 def test_flags_combine_into_one_cfg_options_group_beside_the_users_own() -> None:
     plan = t(f"{CFG} --gpus 2 --seed 0 --no-validate --cfg-options model.x=1", gpus=2)
-    assert plan.argv == (CFG, "--cfg-options", "model.x=1", "--cfg-options", "randomness.seed=0", "val_cfg=None",
-                         "val_dataloader=None", "val_evaluator=None", "--launcher", "pytorch")
+    assert plan.argv == (
+        CFG,
+        "--cfg-options",
+        "model.x=1",
+        "--cfg-options",
+        "randomness.seed=0",
+        "val_cfg=None",
+        "val_dataloader=None",
+        "val_evaluator=None",
+        "--launcher",
+        "pytorch",
+    )
 
 
 def test_local_rank_spelling_is_accepted_by_a_parser_that_knows_the_other() -> None:
     old = ParserInfo(options={"--launcher": None, "--local_rank": None, "--gpus": None}, positionals=("config",))
-    assert t(f"{CFG} --launcher pytorch --local-rank=1", {"LOCAL_RANK": "1"}, parser=old).argv == \
-        (CFG, "--launcher", "pytorch", "--local_rank=1")
+    assert t(f"{CFG} --launcher pytorch --local-rank=1", {"LOCAL_RANK": "1"}, parser=old).argv == (
+        CFG,
+        "--launcher",
+        "pytorch",
+        "--local_rank=1",
+    )
     new_only = ParserInfo(options={"--launcher": None, "--local-rank": None}, positionals=("config",))
     assert t(f"{CFG} --local_rank 0", parser=new_only).argv == (CFG, "--local-rank", "0")
 
@@ -127,17 +148,22 @@ def test_local_rank_spelling_is_accepted_by_a_parser_that_knows_the_other() -> N
 CK = "epoch_12.pth"
 
 
-@pytest.mark.parametrize("legacy,expected", [
-    ("--eval bbox segm", ("--cfg-options", "test_evaluator.metric=[bbox,segm]")),
-    ("--eval bbox", ("--cfg-options", "test_evaluator.metric=[bbox]")),
-    ("--format-only --eval-options jsonfile_prefix=out/res",
-     ("--cfg-options", "test_evaluator.format_only=True", "test_evaluator.outfile_prefix=out/res")),
-    ("--eval-options classwise=True", ("--cfg-options", "test_evaluator.classwise=True")),
-    ("--options classwise=True", ("--cfg-options", "test_evaluator.classwise=True")),
-    ("--gpu-collect", ("--cfg-options", "test_evaluator.collect_device=gpu")),
-    ("--show-score-thr 0.3", ("--cfg-options", "default_hooks.visualization.score_thr=0.3")),
-    ("--tmpdir /tmp/x", ("--cfg-options", "test_evaluator.collect_dir=/tmp/x")),
-])
+@pytest.mark.parametrize(
+    "legacy,expected",
+    [
+        ("--eval bbox segm", ("--cfg-options", "test_evaluator.metric=[bbox,segm]")),
+        ("--eval bbox", ("--cfg-options", "test_evaluator.metric=[bbox]")),
+        (
+            "--format-only --eval-options jsonfile_prefix=out/res",
+            ("--cfg-options", "test_evaluator.format_only=True", "test_evaluator.outfile_prefix=out/res"),
+        ),
+        ("--eval-options classwise=True", ("--cfg-options", "test_evaluator.classwise=True")),
+        ("--options classwise=True", ("--cfg-options", "test_evaluator.classwise=True")),
+        ("--gpu-collect", ("--cfg-options", "test_evaluator.collect_device=gpu")),
+        ("--show-score-thr 0.3", ("--cfg-options", "default_hooks.visualization.score_thr=0.3")),
+        ("--tmpdir /tmp/x", ("--cfg-options", "test_evaluator.collect_dir=/tmp/x")),
+    ],
+)
 def test_test_rows(legacy: str, expected: tuple) -> None:
     plan = t(f"{CFG} {CK} {legacy}", parser=TEST)
     assert plan.argv == (CFG, CK, *expected)
@@ -160,24 +186,28 @@ def test_test_gpu_ids_and_gpus() -> None:
 
 # --- errors ---------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("argv,env,gpus,needle", [
-    (f"{CFG} --gpus 0", {}, 2, "--gpus must be at least 1"),
-    (f"{CFG} --gpus -2", {}, 2, "--gpus must be at least 1"),
-    (f"{CFG} --gpus two", {}, 2, "--gpus expects a whole number"),
-    (f"{CFG} --gpus", {}, 2, "--gpus needs a value"),
-    (f"{CFG} --gpus 8", {}, 2, "more GPUs than this process can see (2"),
-    (f"{CFG} --gpus 2 --gpu-ids 0 1", {}, 2, "--gpus and --gpu-ids were both given"),
-    (f"{CFG} --gpu-ids 0 0", {}, 2, "lists a GPU twice"),
-    (f"{CFG} --gpu-ids 0 5", {"CUDA_VISIBLE_DEVICES": "3,4"}, 2, "out of range"),
-    (f"{CFG} --options a=1 --cfg-options b=2", {}, None, "--options and --cfg-options were both given"),
-    (f"{CFG} --seed 1 --cfg-options randomness.seed=2", {}, None, "randomness.seed is set twice"),
-    (f"{CFG} --gpus 1", {"NNODES": "2", "NODE_RANK": "0"}, None, "needs MASTER_ADDR"),
-    (f"{CFG} --gpus 1", {"NNODES": "2", "NODE_RANK": "2", "MASTER_ADDR": "a"}, None, "must be smaller than NNODES"),
-    (f"{CFG} --launcher pytorch", {}, None, "no launcher started this process"),
-    (f"{CFG} --gpus 2 --launcher slurm", {}, None, "needs --launcher pytorch"),
-    (f"{CFG} --options novalue", {}, None, "expects key=value pairs"),
-    (f"{CFG} --auto-resume=yes", {}, None, "takes no value"),
-])
+
+@pytest.mark.parametrize(
+    "argv,env,gpus,needle",
+    [
+        (f"{CFG} --gpus 0", {}, 2, "--gpus must be at least 1"),
+        (f"{CFG} --gpus -2", {}, 2, "--gpus must be at least 1"),
+        (f"{CFG} --gpus two", {}, 2, "--gpus expects a whole number"),
+        (f"{CFG} --gpus", {}, 2, "--gpus needs a value"),
+        (f"{CFG} --gpus 8", {}, 2, "more GPUs than this process can see (2"),
+        (f"{CFG} --gpus 2 --gpu-ids 0 1", {}, 2, "--gpus and --gpu-ids were both given"),
+        (f"{CFG} --gpu-ids 0 0", {}, 2, "lists a GPU twice"),
+        (f"{CFG} --gpu-ids 0 5", {"CUDA_VISIBLE_DEVICES": "3,4"}, 2, "out of range"),
+        (f"{CFG} --options a=1 --cfg-options b=2", {}, None, "--options and --cfg-options were both given"),
+        (f"{CFG} --seed 1 --cfg-options randomness.seed=2", {}, None, "randomness.seed is set twice"),
+        (f"{CFG} --gpus 1", {"NNODES": "2", "NODE_RANK": "0"}, None, "needs MASTER_ADDR"),
+        (f"{CFG} --gpus 1", {"NNODES": "2", "NODE_RANK": "2", "MASTER_ADDR": "a"}, None, "must be smaller than NNODES"),
+        (f"{CFG} --launcher pytorch", {}, None, "no launcher started this process"),
+        (f"{CFG} --gpus 2 --launcher slurm", {}, None, "needs --launcher pytorch"),
+        (f"{CFG} --options novalue", {}, None, "expects key=value pairs"),
+        (f"{CFG} --auto-resume=yes", {}, None, "takes no value"),
+    ],
+)
 def test_clear_errors(argv: str, env: dict, gpus, needle: str) -> None:
     with pytest.raises(LegacyUsageError) as info:
         t(argv, env, gpus=gpus)
@@ -196,11 +226,22 @@ def test_launcher_pytorch_with_gpus_is_launched_even_for_one() -> None:
 
 # --- launch environment -----------------------------------------------------------------------------
 
+
 def test_multi_node_from_dist_train_variables() -> None:
     env = {"NNODES": "2", "NODE_RANK": "1", "MASTER_ADDR": "10.0.0.1", "PORT": "29600"}
     plan = t(f"{CFG} --gpus 4", env, gpus=4)
-    assert plan.launch.torchrun_args() == ["--nnodes", "2", "--node_rank", "1", "--nproc_per_node", "4",
-                                           "--master_addr", "10.0.0.1", "--master_port", "29600"]
+    assert plan.launch.torchrun_args() == [
+        "--nnodes",
+        "2",
+        "--node_rank",
+        "1",
+        "--nproc_per_node",
+        "4",
+        "--master_addr",
+        "10.0.0.1",
+        "--master_port",
+        "29600",
+    ]
     assert not [c for c in plan.checks if c[0] == "port_free"]  # only the master's node binds the port
     env["NODE_RANK"] = "0"
     assert ("port_free", "29600") in t(f"{CFG} --gpus 4", env, gpus=4).checks
@@ -229,8 +270,14 @@ def test_under_srun_tasks_get_the_slurm_launcher_and_gpus_is_explained() -> None
 
 
 def test_torchrun_inside_a_multitask_srun_step_is_refused_with_both_commands() -> None:
-    env = {"SLURM_STEP_ID": "0", "SLURM_PROCID": "0", "SLURM_NTASKS": "2", "LOCAL_RANK": "0",
-           "TORCHELASTIC_RUN_ID": "j", "WORLD_SIZE": "4"}
+    env = {
+        "SLURM_STEP_ID": "0",
+        "SLURM_PROCID": "0",
+        "SLURM_NTASKS": "2",
+        "LOCAL_RANK": "0",
+        "TORCHELASTIC_RUN_ID": "j",
+        "WORLD_SIZE": "4",
+    }
     with pytest.raises(LegacyUsageError) as info:
         t(f"{CFG} --launcher pytorch", env)
     assert "srun -n 2 python" in info.value.message and "--launcher slurm" in info.value.message
@@ -249,16 +296,50 @@ def test_other_programs_are_untouched() -> None:
 
 # --- properties ----------------------------------------------------------------------------------
 
-KNOWN = ["--work-dir", "w", "--amp", "--resume", "--cfg-options", "a=1", "b=2", "--launcher", "none",
-         "--auto-scale-lr", CFG]
-LEGACY = ["--gpus", "--gpu-ids", "--gpu-id", "--resume-from", "--auto-resume", "--no-validate", "--seed",
-          "--deterministic", "--diff-seed", "--options", "--fuse-conv-bn", "--eval", "1", "0", "-1", "x=1"]
+KNOWN = [
+    "--work-dir",
+    "w",
+    "--amp",
+    "--resume",
+    "--cfg-options",
+    "a=1",
+    "b=2",
+    "--launcher",
+    "none",
+    "--auto-scale-lr",
+    CFG,
+]
+LEGACY = [
+    "--gpus",
+    "--gpu-ids",
+    "--gpu-id",
+    "--resume-from",
+    "--auto-resume",
+    "--no-validate",
+    "--seed",
+    "--deterministic",
+    "--diff-seed",
+    "--options",
+    "--fuse-conv-bn",
+    "--eval",
+    "1",
+    "0",
+    "-1",
+    "x=1",
+]
 tokens = st.lists(st.sampled_from(KNOWN + LEGACY) | st.text(min_size=0, max_size=8), max_size=12)
-envs = st.fixed_dictionaries({}, optional={
-    "NNODES": st.sampled_from(["1", "2", "x", ""]), "NODE_RANK": st.sampled_from(["0", "1", "-1"]),
-    "MASTER_ADDR": st.just("127.0.0.1"), "PORT": st.sampled_from(["29500", "0", "abc", "70000"]),
-    "LOCAL_RANK": st.just("0"), "WORLD_SIZE": st.sampled_from(["1", "2"]),
-    "CUDA_VISIBLE_DEVICES": st.sampled_from(["", "0", "3,4"])})
+envs = st.fixed_dictionaries(
+    {},
+    optional={
+        "NNODES": st.sampled_from(["1", "2", "x", ""]),
+        "NODE_RANK": st.sampled_from(["0", "1", "-1"]),
+        "MASTER_ADDR": st.just("127.0.0.1"),
+        "PORT": st.sampled_from(["29500", "0", "abc", "70000"]),
+        "LOCAL_RANK": st.just("0"),
+        "WORLD_SIZE": st.sampled_from(["1", "2"]),
+        "CUDA_VISIBLE_DEVICES": st.sampled_from(["", "0", "3,4"]),
+    },
+)
 
 
 @settings(max_examples=400, deadline=None)
@@ -269,7 +350,9 @@ def test_property_only_usage_errors_and_unknowns_keep_their_order(argv, env, gpu
     except LegacyUsageError:
         return
     legacy = set(LEGACY[:12]) | {"--eval-options", "--format-only", "--gpu-collect", "--show-score-thr", "--tmpdir"}
-    unknown = [a for a in argv if a.startswith("--") and a.split("=")[0] not in legacy and not parser.knows(a.split("=")[0])]
+    unknown = [
+        a for a in argv if a.startswith("--") and a.split("=")[0] not in legacy and not parser.knows(a.split("=")[0])
+    ]
     kept = [a for a in plan.argv if a in unknown]
     assert kept == [a for a in unknown]  # every unknown option survives, in its order
 
@@ -278,9 +361,10 @@ def test_property_only_usage_errors_and_unknowns_keep_their_order(argv, env, gpu
 @given(argv=tokens, gpus=st.sampled_from([None, 1, 2, 8]), parser=st.sampled_from([TRAIN, TEST]))
 def test_property_unknown_options_are_refused_all_at_once_before_anything(argv, gpus, parser) -> None:
     legacy = set(MMDET.lookup(parser.tool))  # this tool's 2.x flags
-    options = argv[:argv.index("--")] if "--" in argv else argv  # after "--" everything is positional
-    unknown = [a for a in options if a.startswith("--") and a.split("=")[0] not in legacy
-               and not parser.knows(a.split("=")[0])]
+    options = argv[: argv.index("--")] if "--" in argv else argv  # after "--" everything is positional
+    unknown = [
+        a for a in options if a.startswith("--") and a.split("=")[0] not in legacy and not parser.knows(a.split("=")[0])
+    ]
     try:
         translate(argv, {}, parser, visible_gpus=gpus)
     except UnknownArgumentsError as exc:
@@ -308,6 +392,7 @@ def test_property_a_3x_command_passes_through_unchanged(argv, gpus) -> None:
 
 # --- the start-up path reads the parser from the source -----------------------------------------
 
+
 def test_static_parser_matches_the_real_one_for_both_tools() -> None:
     from mmfix._launch.static_parser import parser_info_from_source
 
@@ -319,13 +404,16 @@ def test_static_parser_matches_the_real_one_for_both_tools() -> None:
         assert {k: v for k, v in static.options.items()} == {k: real.options[k] for k in static.options}
 
 
-@pytest.mark.parametrize("source", [
-    "import argparse\np = argparse.ArgumentParser()\np.add_argument('config')\n",          # no --launcher
-    "import argparse\np = argparse.ArgumentParser()\np.add_argument(*NAMES)\np.add_argument('--launcher')\n",
-    "import argparse\na = argparse.ArgumentParser()\nb = argparse.ArgumentParser()\n"
-    "a.add_argument('config')\na.add_argument('--launcher')\n",                              # two parsers
-    "def broken(:\n",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import argparse\np = argparse.ArgumentParser()\np.add_argument('config')\n",  # no --launcher
+        "import argparse\np = argparse.ArgumentParser()\np.add_argument(*NAMES)\np.add_argument('--launcher')\n",
+        "import argparse\na = argparse.ArgumentParser()\nb = argparse.ArgumentParser()\n"
+        "a.add_argument('config')\na.add_argument('--launcher')\n",  # two parsers
+        "def broken(:\n",
+    ],
+)
 def test_static_parser_answers_only_when_certain(source: str) -> None:
     from mmfix._launch.static_parser import parser_info_from_source
 
@@ -333,6 +421,7 @@ def test_static_parser_answers_only_when_certain(source: str) -> None:
 
 
 # --- issue 11: CPU workers bounded by the usable cores; files checked before a launch -------------
+
 
 def test_gpus_above_the_usable_cpus_on_a_cpu_host_is_refused_unless_allowed() -> None:
     with pytest.raises(LegacyUsageError) as info:

@@ -5,6 +5,7 @@ parser its installed 3.x-era tool really builds (captured at parse time from
 ``<pkg>/.mim/tools/{train,test}.py``), and the translated command is parsed by that same
 parser. The 2.x-era tools (tests/data/legacy_tools) say which flags need a row.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -78,17 +79,37 @@ def legacy_info(name: str, tool: str) -> ParserInfo:
 
 
 POS = {"train": "cfg.py", "test": "cfg.py ck.pth"}
-VALUES = {"--gpus": "2", "--gpu-ids": "0 1", "--gpu-id": "1", "--resume-from": "w/epoch_1.pth",
-          "--load-from": "pre.pth", "--seed": "3", "--options": "a.b=1", "--eval-options": "k=v",
-          "--metric-options": "topk=1,5", "--tmpdir": "t", "--opacity": "0.3", "--device": "cpu",
-          "--ipu-replicas": "2", "--out-items": "all", "--out": "r.pkl", "--show-options": "a=1",
-          "--metrics": "accuracy"}
+VALUES = {
+    "--gpus": "2",
+    "--gpu-ids": "0 1",
+    "--gpu-id": "1",
+    "--resume-from": "w/epoch_1.pth",
+    "--load-from": "pre.pth",
+    "--seed": "3",
+    "--options": "a.b=1",
+    "--eval-options": "k=v",
+    "--metric-options": "topk=1,5",
+    "--tmpdir": "t",
+    "--opacity": "0.3",
+    "--device": "cpu",
+    "--ipu-replicas": "2",
+    "--out-items": "all",
+    "--out": "r.pkl",
+    "--show-options": "a=1",
+    "--metrics": "accuracy",
+}
 EVAL = {"mmseg": "mIoU", "mmpose": "EPE", "mmdet3d": "bbox"}
-ROWS = [(name, tool, spelling) for name in NAMES for tool in ("train", "test")
-        for row in BY_NAME[name].flags(tool) for spelling in row.spellings]
+ROWS = [
+    (name, tool, spelling)
+    for name in NAMES
+    for tool in ("train", "test")
+    for row in BY_NAME[name].flags(tool)
+    for spelling in row.spellings
+]
 
 
 # --- the tables are complete and name only real 2.x flags ------------------------------------------
+
 
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("tool", ["train", "test"])
@@ -148,6 +169,7 @@ def test_parser_facts_pick_the_toolbox_when_the_path_does_not_say() -> None:
 
 # --- every row of every toolbox ------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name,tool,spelling", ROWS)
 def test_every_row_translates_into_what_the_real_3x_parser_accepts(name: str, tool: str, spelling: str) -> None:
     row = BY_NAME[name].lookup(tool)[spelling]
@@ -170,11 +192,18 @@ def test_every_row_translates_into_what_the_real_3x_parser_accepts(name: str, to
 
 # --- each toolbox's meanings, spelled out ----------------------------------------------------------
 
+
 def test_mmseg_train_the_issue_command() -> None:
     plan = t("mmseg", "train", "cfg.py --gpus 2 --load-from ck.pth --diff_seed")
     assert plan.launch is not None and plan.launch.nproc_per_node == 2
-    assert plan.argv == ("cfg.py", "--cfg-options", "load_from=ck.pth", "randomness.diff_rank_seed=True",
-                         "--launcher", "pytorch")
+    assert plan.argv == (
+        "cfg.py",
+        "--cfg-options",
+        "load_from=ck.pth",
+        "randomness.diff_rank_seed=True",
+        "--launcher",
+        "pytorch",
+    )
     args = parses("mmseg", "train", plan.argv)
     assert args.cfg_options == {"load_from": "ck.pth", "randomness.diff_rank_seed": True}
 
@@ -203,11 +232,17 @@ def test_mmseg_test_flags() -> None:
     plan = t("mmseg", "test", "cfg.py ck.pth --eval mIoU mDice --aug-test --opacity 0.3 --gpu-collect --tmpdir t")
     args = parses("mmseg", "test", plan.argv)
     assert args.tta is True
-    assert args.cfg_options == {"test_evaluator.iou_metrics": ["mIoU", "mDice"], "visualizer.alpha": 0.3,
-                                "test_evaluator.collect_device": "gpu", "test_evaluator.collect_dir": "t"}
+    assert args.cfg_options == {
+        "test_evaluator.iou_metrics": ["mIoU", "mDice"],
+        "visualizer.alpha": 0.3,
+        "test_evaluator.collect_device": "gpu",
+        "test_evaluator.collect_dir": "t",
+    }
     plan = t("mmseg", "test", "cfg.py ck.pth --format-only --eval-options imgfile_prefix=out efficient_test=True")
-    assert parses("mmseg", "test", plan.argv).cfg_options == {"test_evaluator.format_only": True,
-                                                               "test_evaluator.output_dir": "out"}
+    assert parses("mmseg", "test", plan.argv).cfg_options == {
+        "test_evaluator.format_only": True,
+        "test_evaluator.output_dir": "out",
+    }
     assert any("efficient_test dropped" in n for n in plan.notes)
     # 0.x test.py --options was the old name of --cfg-options (MMDetection's meant --eval-options)
     assert parses("mmseg", "test", t("mmseg", "test", "cfg.py ck.pth --options a=1").argv).cfg_options == {"a": 1}
@@ -229,13 +264,16 @@ def test_mmpretrain_flags() -> None:
     assert t("mmpretrain", "train", "cfg.py --device cuda").env == {}
     with pytest.raises(LegacyUsageError, match="IPU"):
         t("mmpretrain", "train", "cfg.py --device ipu")
-    plan = t("mmpretrain", "test", "cfg.py ck.pth --metrics accuracy --metric-options topk=1,5 --out r.pkl "
-                                   "--out-items none")
+    plan = t(
+        "mmpretrain", "test", "cfg.py ck.pth --metrics accuracy --metric-options topk=1,5 --out r.pkl --out-items none"
+    )
     args = parses("mmpretrain", "test", plan.argv)
     assert args.cfg_options == {"test_evaluator.topk": [1, 5]} and args.out_item == "metrics" and args.out == "r.pkl"
     assert ("evaluators", "--metrics accuracy=Accuracy") in plan.checks
-    assert parses("mmpretrain", "test", t("mmpretrain", "test", "cfg.py ck.pth --out-items pred_label").argv
-                  ).out_item == "pred"
+    assert (
+        parses("mmpretrain", "test", t("mmpretrain", "test", "cfg.py ck.pth --out-items pred_label").argv).out_item
+        == "pred"
+    )
     with pytest.raises(LegacyUsageError, match="not a metric"):
         t("mmpretrain", "test", "cfg.py ck.pth --metrics top5")
 
@@ -261,16 +299,22 @@ def test_mmdet3d_flags() -> None:
         t("mmdet3d", "train", "cfg.py --options a=1 --cfg-options b=2")
     plan = t("mmdet3d", "test", "cfg.py ck.pth --eval bbox --options x=1 --seed 0 --deterministic")
     assert parses("mmdet3d", "test", plan.argv).cfg_options == {
-        "test_evaluator.metric": ["bbox"], "test_evaluator.x": 1, "randomness.seed": 0,
-        "randomness.deterministic": True}
+        "test_evaluator.metric": ["bbox"],
+        "test_evaluator.x": 1,
+        "randomness.seed": 0,
+        "randomness.deterministic": True,
+    }
     plan = t("mmdet3d", "test", "cfg.py ck.pth --format-only --eval-options submission_prefix=sub")
-    assert parses("mmdet3d", "test", plan.argv).cfg_options == {"test_evaluator.format_only": True,
-                                                                 "test_evaluator.submission_prefix": "sub"}
+    assert parses("mmdet3d", "test", plan.argv).cfg_options == {
+        "test_evaluator.format_only": True,
+        "test_evaluator.submission_prefix": "sub",
+    }
     with pytest.raises(LegacyUsageError, match="no results file"):
         t("mmdet3d", "test", "cfg.py ck.pth --out r.pkl")
 
 
 # --- unknown arguments: refused once, before anything starts ---------------------------------------
+
 
 @pytest.mark.parametrize("name", NAMES)
 def test_unknown_flags_are_refused_before_launch_naming_the_3x_spelling(name: str) -> None:
@@ -310,13 +354,19 @@ def test_the_static_usage_line_is_the_real_parsers() -> None:
 # --- properties over the new tables --------------------------------------------------------------
 
 _ALL = sorted({s for r in RULESETS for row in (*r.train, *r.test) for s in row.spellings})
-_TOKENS = st.lists(st.sampled_from(_ALL + ["1", "0", "x=1", "a.pth", "mIoU", "cpu", "--work-dir", "w",
-                                           "--cfg-options", "b=2", "--launcher", "none"]), max_size=8)
+_TOKENS = st.lists(
+    st.sampled_from(
+        _ALL
+        + ["1", "0", "x=1", "a.pth", "mIoU", "cpu", "--work-dir", "w", "--cfg-options", "b=2", "--launcher", "none"]
+    ),
+    max_size=8,
+)
 
 
 @settings(max_examples=150, deadline=None)
-@given(name=st.sampled_from(NAMES), tool=st.sampled_from(["train", "test"]), argv=_TOKENS,
-       gpus=st.sampled_from([None, 4]))
+@given(
+    name=st.sampled_from(NAMES), tool=st.sampled_from(["train", "test"]), argv=_TOKENS, gpus=st.sampled_from([None, 4])
+)
 def test_property_a_translation_is_refused_cleanly_or_parses_with_the_real_3x_parser(name, tool, argv, gpus):
     full = POS[tool].split() + argv
     try:
@@ -330,8 +380,12 @@ def test_property_a_translation_is_refused_cleanly_or_parses_with_the_real_3x_pa
 
 
 @settings(max_examples=100, deadline=None)
-@given(name=st.sampled_from(NAMES), argv=st.lists(st.sampled_from(["--work-dir", "w", "--amp", "--launcher",
-                                                                    "none", "--cfg-options", "a=1"]), max_size=6))
+@given(
+    name=st.sampled_from(NAMES),
+    argv=st.lists(
+        st.sampled_from(["--work-dir", "w", "--amp", "--launcher", "none", "--cfg-options", "a=1"]), max_size=6
+    ),
+)
 def test_property_3x_commands_pass_through_every_toolbox_unchanged(name, argv) -> None:
     full = ["cfg.py", *argv]
     try:

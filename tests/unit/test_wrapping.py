@@ -1,4 +1,5 @@
 """The wrapper type behaves like a plain function: pickling, copying, signature, binding."""
+
 from __future__ import annotations
 
 import copy
@@ -129,8 +130,12 @@ if __name__ == "__main__":
 def test_supported_wrapt_1x(tmp_path) -> None:
     """pyproject says wrapt>=1.14,<3: the oldest supported major gets the same checks."""
     target = tmp_path / "wrapt1"
-    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target),
-                          "wrapt==1.17.3"], capture_output=True, text=True, timeout=300)
+    pip = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), "wrapt==1.17.3"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert pip.returncode == 0, f"could not install wrapt 1.17.3 for this check: {pip.stderr[-2000:]}"
     code = """
 import wrapt, copy, pickle, inspect, torch
@@ -177,8 +182,9 @@ def test_swap_set_wraps_with_aliases_and_undoes_everything_in_reverse() -> None:
     swaps = _wrapping.SwapSet()
     assert not swaps
     original = module.load
-    swap = swaps.wrap(module, "load", lambda w, i, a, k: ("wrapped", w(*a, **k)),
-                      aliases=((alias_holder, "load"), (foreign, "load")))
+    swap = swaps.wrap(
+        module, "load", lambda w, i, a, k: ("wrapped", w(*a, **k)), aliases=((alias_holder, "load"), (foreign, "load"))
+    )
     swaps.on_undo(lambda: order.append("extra step"))
     assert swaps and module.load is swap.wrapper and alias_holder.load is swap.wrapper
     assert foreign.load(1) == "theirs"  # someone else's object under that name: left alone
@@ -196,7 +202,9 @@ def test_argument_helpers_read_and_replace_by_position_or_name() -> None:
     assert _wrapping.with_argument(("f", None, "p"), {}, 1, "map_location", "cpu") == (("f", "cpu", "p"), {})
     kwargs = {"weights_only": True}
     assert _wrapping.with_argument(("f",), kwargs, 1, "map_location", "cpu") == (
-        ("f",), {"weights_only": True, "map_location": "cpu"})
+        ("f",),
+        {"weights_only": True, "map_location": "cpu"},
+    )
     assert kwargs == {"weights_only": True}  # the caller's dict is not changed
 
 
@@ -209,7 +217,10 @@ def test_calling_module_skips_mmfix_frames() -> None:
     swap = _wrapping.wrap(module, "sample", patch_module["body"])
     try:
         module.sample(1)
-        exec(compile("sample(1)", "<elsewhere>", "exec"), {"__name__": "mmengine.runner.checkpoint", "sample": module.sample})
+        exec(
+            compile("sample(1)", "<elsewhere>", "exec"),
+            {"__name__": "mmengine.runner.checkpoint", "sample": module.sample},
+        )
     finally:
         swap.undo()
     assert seen == [__name__, "mmengine.runner.checkpoint"]
