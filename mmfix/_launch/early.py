@@ -44,6 +44,62 @@ def stop_torchrun_in_srun() -> None:
     os._exit(2)  # at start-up: nothing has run yet
 
 
+def torchrun_script(argv: list[str]) -> tuple[str, list[str]] | None:
+    """The script torchrun / torch.distributed.launch was asked to start, and its arguments
+    (None when this is not such a launcher process, or it starts a module, not a file)."""
+    if not _is_torchrun(argv):
+        return None
+    start = 2 if os.path.basename(argv[1]) == "torchrun" else argv.index("-m") + 2
+    for index in range(start, len(argv)):
+        if argv[index].endswith(".py") and os.path.isfile(argv[index]):
+            return argv[index], argv[index + 1 :]
+    return None
+
+
+def refuse_unknown_in_launcher() -> None:
+    """torchrun / torch.distributed.launch starting an OpenMMLab tool (``dist_train.sh``): an
+    argument that neither the tool's parser nor the translator accepts is refused here, once,
+    before any worker starts, instead of by every worker and then by torchrun's summary.
+
+    Only the arguments are judged here (as a worker of the job would see them); everything else
+    is left to the workers, which translate the command line as usual.
+    """
+    if "LOCAL_RANK" in os.environ or "TORCHELASTIC_RUN_ID" in os.environ:
+        return  # a worker, not the launcher
+    found = torchrun_script(list(getattr(sys, "orig_argv", sys.argv)))
+    if found is None:
+        return
+    script, args = found
+    try:
+        with open(script, encoding="utf-8") as fh:
+            source = fh.read()
+    except (OSError, UnicodeDecodeError):
+        return
+    from .static_parser import parser_info_from_source, parses_strictly, script_imports
+    from .translate import UnknownArgumentsError, translate
+
+    info = parser_info_from_source(source, script)
+    if info is None or not parses_strictly(source):
+        return  # the parser is not known for certain, or the script keeps unknown arguments itself
+    worker = {**os.environ, "LOCAL_RANK": "0", "RANK": "0", "WORLD_SIZE": "2", "TORCHELASTIC_RUN_ID": "mmfix-check"}
+    try:
+        translate(
+            args,
+            worker,
+            info,
+            visible_gpus=gpus_without_cuda(),
+            program=script,
+            imports=script_imports(source),
+            strict=True,
+        )
+    except UnknownArgumentsError as exc:
+        sys.stderr.write(f"{info.usage or ''}{os.path.basename(script)}: error: {exc.message}\n")
+        sys.stderr.flush()
+        os._exit(2)  # in the launcher, before it started any worker
+    except Exception:
+        return  # anything else is the workers' to report, in their own words
+
+
 def launch_early(launch_flags: tuple[str, ...]) -> None:
     """Start a legacy `--gpus N` launch at interpreter start, before the script's imports.
 

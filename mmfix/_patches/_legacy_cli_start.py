@@ -21,7 +21,14 @@ def at_start() -> None:
     torchrun_in_srun = "SLURM_STEP_ID" in os.environ and any(
         "torch.distributed." in a or a.endswith("torchrun") for a in getattr(sys, "orig_argv", argv)[:4]
     )
-    if not torchrun_in_srun and (len(argv) < 2 or not any(a.split("=")[0] in LAUNCH_FLAGS for a in argv[1:])):
+    # torchrun / torch.distributed.launch starting a tool (dist_train.sh): unknown arguments are
+    # refused once, in the launcher's own process.
+    launcher = not torchrun_in_srun and any(
+        "torch.distributed." in a or a.endswith("torchrun") for a in getattr(sys, "orig_argv", argv)[:3]
+    )
+    if not (torchrun_in_srun or launcher) and (
+        len(argv) < 2 or not any(a.split("=")[0] in LAUNCH_FLAGS for a in argv[1:])
+    ):
         return
     # argparse first: its post-import hook imports the patch module, which must
     # not be half-imported at that moment (its own imports may pull argparse in).
@@ -31,4 +38,7 @@ def at_start() -> None:
 
     if torchrun_in_srun:
         early.stop_torchrun_in_srun()
+    elif launcher:
+        early.refuse_unknown_in_launcher()
+        return
     early.launch_early(LAUNCH_FLAGS)

@@ -342,3 +342,45 @@ def test_other_programs_are_untouched_and_do_not_even_load_the_translator(tmp_pa
     proc, _log = mmfix_python(script, "d", "--gpus", "2")
     result = json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))[7:])
     assert result == {"gpus": 2, "argv": ["d", "--gpus", "2"], "legacy_cli": "skipped", "translator_loaded": False}
+
+
+def test_unknown_flag_under_torch_distributed_launch_is_refused_once_in_the_launcher(tmp_path: Path) -> None:
+    # What dist_train.sh does: the launcher starts the workers; mmfix checks the tool's arguments
+    # in the launcher's own process, so the mistake is reported once and no worker starts.
+    work = tmp_path / "w"
+    proc, log = mmfix_python(
+        "-m",
+        "torch.distributed.launch",
+        "--nproc_per_node=2",
+        f"--master_port={free_port()}",
+        TRAIN,
+        DDP_CONFIG,
+        "--launcher",
+        "pytorch",
+        "--work-dir",
+        work,
+        "--bogus",
+        "1",
+    )
+    assert proc.returncode == 2, log[-3000:]
+    assert log.count("error:") == 1 and log.count("usage: train.py") == 1, log[-3000:]
+    assert "unrecognized arguments: --bogus 1" in log
+    assert "ChildFailedError" not in log and "Traceback" not in log
+    assert not work.exists()  # no worker ran
+    # the control: the same launch without the bad flag starts its workers and trains
+    proc, log = mmfix_python(
+        "-m",
+        "torch.distributed.launch",
+        "--nproc_per_node=2",
+        f"--master_port={free_port()}",
+        TRAIN,
+        DDP_CONFIG,
+        "--launcher",
+        "pytorch",
+        "--work-dir",
+        work,
+        "--cfg-options",
+        "train_cfg.max_epochs=1",
+    )
+    assert proc.returncode == 0, log[-3000:]
+    assert (work / "epoch_1.pth").exists()

@@ -176,3 +176,22 @@ def test_translate_shows_which_toolboxs_rules_applied() -> None:
     assert proc.returncode == 0, proc.stderr
     assert "rules:       MMSegmentation 0.x -> 1.x (the script's path (mmseg/))" in proc.stdout
     assert "--resume --cfg-options load_from=w/epoch_2.pth" in proc.stdout
+
+
+def test_mmdet3d_dist_train_sh_refuses_an_unknown_flag_once_before_any_worker(tmp_path: Path) -> None:
+    # MMDetection3D's own dist_train.sh: `python -m torch.distributed.launch ... train.py CONFIG
+    # --launcher pytorch ${@:3}`, where multi-node users start.
+    config = write_config(tmp_path / "cfg.py", TOOLBOXES["mmdet3d"])
+    script = tools_dir("mmdet3d") / "dist_train.sh"
+    environment = clean_env(**toolbox_env(), PORT=str(29500 + (abs(hash(str(tmp_path))) % 1000)))
+    proc = run(
+        [MMFIX_RUN, "bash", str(script), str(config), "2", "--work-dir", str(tmp_path / "w"), "--bogus"],
+        env=environment,
+        timeout=300,
+    )
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 2, log[-3000:]
+    assert log.count("error:") == 1 and log.count("usage: train.py") == 1, log[-3000:]
+    assert "unrecognized arguments: --bogus" in log
+    assert "ChildFailedError" not in log and "Traceback" not in log
+    assert not (tmp_path / "w").exists()
