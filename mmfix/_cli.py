@@ -56,8 +56,7 @@ def _cmd_hook(args: argparse.Namespace) -> int:
             _print_json(data)
         else:
             print(f"site-packages: {data['site_dir']}")
-            files: dict[str, str] = data["files"]  # type: ignore[assignment]
-            for name, state in files.items():
+            for name, state in data["files"].items():
                 print(f"  {name}: {state}")
     return 0
 

@@ -75,20 +75,20 @@ def log(level: str, message: str, *, key: str | None = None, all_ranks: bool = F
     return True
 
 
-def debug(message: str, **kw: object) -> bool:
-    return log("DEBUG", message, **kw)  # type: ignore[arg-type]
+def debug(message: str, *, key: str | None = None, all_ranks: bool = False) -> bool:
+    return log("DEBUG", message, key=key, all_ranks=all_ranks)
 
 
-def info(message: str, **kw: object) -> bool:
-    return log("INFO", message, **kw)  # type: ignore[arg-type]
+def info(message: str, *, key: str | None = None, all_ranks: bool = False) -> bool:
+    return log("INFO", message, key=key, all_ranks=all_ranks)
 
 
-def warning(message: str, **kw: object) -> bool:
-    return log("WARNING", message, **kw)  # type: ignore[arg-type]
+def warning(message: str, *, key: str | None = None, all_ranks: bool = False) -> bool:
+    return log("WARNING", message, key=key, all_ranks=all_ranks)
 
 
-def error(message: str, **kw: object) -> bool:
-    return log("ERROR", message, **kw)  # type: ignore[arg-type]
+def error(message: str, *, key: str | None = None, all_ranks: bool = False) -> bool:
+    return log("ERROR", message, key=key, all_ranks=all_ranks)
 
 
 def forget() -> None:

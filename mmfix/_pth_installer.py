@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import sysconfig
+from typing import Any
 
 PTH_NAME = "mmfix.pth"
 START_NAME = "mmfix.start"
@@ -74,10 +75,11 @@ def uninstall(directory: str | None = None) -> list[str]:
     return removed
 
 
-def status(directory: str | None = None) -> dict[str, object]:
+def status(directory: str | None = None) -> dict[str, Any]:
     directory = directory or site_dir()
     expected = _files()
-    result: dict[str, object] = {"site_dir": directory, "files": {}}
+    files: dict[str, str] = {}
+    result: dict[str, Any] = {"site_dir": directory, "files": files}
     for name in (PTH_NAME, START_NAME):
         path = os.path.join(directory, name)
         if not os.path.exists(path):
@@ -86,6 +88,6 @@ def status(directory: str | None = None) -> dict[str, object]:
         else:
             with open(path, encoding="utf-8") as fh:
                 state = "installed" if fh.read() == expected.get(name) else "stale or foreign"
-        result["files"][name] = state  # type: ignore[index]
-    result["installed"] = result["files"][PTH_NAME] == "installed"  # type: ignore[index]
+        files[name] = state
+    result["installed"] = files[PTH_NAME] == "installed"
     return result
