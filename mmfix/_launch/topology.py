@@ -12,7 +12,7 @@ from typing import Mapping, Sequence
 
 from .. import _ranks
 from .plan import LaunchSpec, ParserInfo
-from .tokens import LegacyUsageError
+from .tokens import LegacyUsageError, UnknownArgumentsError
 
 LAUNCHERS = ("none", "pytorch", "slurm", "mpi")
 
@@ -92,7 +92,12 @@ def plan_topology(
     worker = in_worker(env)
     tasks = srun_tasks(env)
     if launcher is not None and launcher not in LAUNCHERS:
-        launcher = None  # argparse will reject it with its own message
+        # argparse's own words, but once and before anything starts (not once per worker)
+        raise UnknownArgumentsError(
+            f"argument --launcher: invalid choice: {launcher!r} (choose from {', '.join(map(repr, LAUNCHERS))}). "
+            "Nothing was started.",
+            [],
+        )
     if "--gpus" in flags and ("--gpu-ids" in flags or "--gpu-id" in flags):
         other = "--gpu-ids" if "--gpu-ids" in flags else "--gpu-id"
         raise LegacyUsageError(

@@ -395,3 +395,10 @@ def test_property_3x_commands_pass_through_every_toolbox_unchanged(name, argv) -
             parses(name, "train", full)
         return
     assert list(plan.argv) == full and plan.launch is None and not plan.notes
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_an_invalid_launcher_is_refused_before_anything_starts(name: str) -> None:
+    # found by the property above: a value argparse would reject in every worker
+    with pytest.raises(LegacyUsageError, match=r"--launcher: invalid choice: '1'"):
+        t(name, "train", POS["train"] + " --gpus 2 --launcher 1", gpus=None, usable_cpus=64)
