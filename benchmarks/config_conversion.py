@@ -16,6 +16,7 @@ import argparse
 import collections
 import glob
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -25,6 +26,8 @@ from typing import Any
 
 os.environ.pop("MMFIX_DISABLE", None)
 os.environ.setdefault("MMFIX_LOG_LEVEL", "WARNING")  # one "converted" line per config is noise here
+
+import mmfix  # noqa: F401  (the automatic path: active from import on, as in a user's train.py)
 
 SECTIONS = (
     "model",
@@ -425,6 +428,18 @@ DELIBERATE: list[tuple[str, str | None, str]] = [
         )
         for name in ("val", "test")
     ],
+    *[
+        (
+            f"{name}_dataloader.dataset.data_prefix.img",
+            r"^openimages/.*challenge",
+            (
+                "2.x's image folder is kept: 2.x and 3.x read the same challenge annotation file the same "
+                "way (its image names hold the sub-folder, which is why the 3.x config's own val set says "
+                "'OpenImages/'); its train and test sets inherit the v6 base's folders instead"
+            ),
+        )
+        for name in ("train", "val", "test")
+    ],
     (
         "model.teacher_config",
         r"^ld/",
@@ -434,6 +449,9 @@ DELIBERATE: list[tuple[str, str | None, str]] = [
         ),
     ),
 ]
+
+
+IDENTICAL, EQUIVALENT, KEPT, OPEN = range(4)
 
 
 def deliberate_reason(cls: str, name: str) -> str | None:
@@ -494,14 +512,18 @@ def main() -> int:
     pairs = sorted((old[u], new[u]) for u in old.keys() & new.keys())
     print(f"{len(pairs)} pairs (same checkpoint URL, both configs present)")
 
-    equal: collections.Counter[str] = collections.Counter()
-    kept: collections.Counter[str] = collections.Counter()  # differs only by deliberate 2.x meanings
+    # A section, and a pair (its worst section), is one of: identical; equivalent (differs only in
+    # spelling, e.g. a no-op pad divisor); kept (also differs where the official 3.x config changed
+    # what the 2.x config meant and the converter keeps the 2.x meaning); open (a gap).
+    identical, equivalent, kept = collections.Counter[str](), collections.Counter[str](), collections.Counter[str]()
     compared: collections.Counter[str] = collections.Counter()
     # (section, class) -> [(config, converted, official)], one entry per pair; open gaps and deliberate apart
     gaps: dict[tuple[str, str], list[tuple[str, Any, Any]]] = collections.defaultdict(list)
     deliberate: dict[tuple[str, str, str], list[tuple[str, Any, Any]]] = collections.defaultdict(list)
     failed_load: list[tuple[str, str]] = []
-    all_equal = all_kept = 0
+    pair_tiers: collections.Counter[int] = collections.Counter()
+    # For pairs that are 'kept': which kept 2.x meanings stand between them and equal.
+    kept_classes_of_pair: list[frozenset[str]] = []
     built = build_failed = 0
     build_errors: list[tuple[str, str]] = []
     for path2, path3 in pairs:
@@ -516,33 +538,41 @@ def main() -> int:
         except Exception as exc:
             failed_load.append((os.path.relpath(path3, configs3), f"3.x config: {exc}"[:200]))
             continue
-        strict = loose = True
+        pair_tier = IDENTICAL
+        pair_kept: set[str] = set()
         for sec in SECTIONS:
             a, b = section(cfg2, sec), section(cfg3, sec)
             compared[sec] += 1
             found = differences(a, b, sec)
-            if not found:
-                equal[sec] += 1
-                continue
-            strict = False
+            tier = IDENTICAL
             seen: set[tuple[str, str]] = set()
-            only_deliberate = True
             for path, x, y in found:
                 cls = _class(path)
                 reason = deliberate_reason(cls, name)
-                only_deliberate &= reason is not None
+                if reason is None:
+                    tier = OPEN
+                elif reason.startswith("equivalent:"):
+                    tier = max(tier, EQUIVALENT)
+                else:
+                    tier = max(tier, KEPT)
+                    # A val set and its test twin differ together: count them as one meaning.
+                    pair_kept.add(re.sub(r"^(val|test)_", "val/test_", cls))
                 if (sec, cls) not in seen:
                     seen.add((sec, cls))
                     if reason is None:
                         gaps[(sec, cls)].append((name, x, y))
                     else:
                         deliberate[(sec, cls, reason)].append((name, x, y))
-            if only_deliberate:
+            if tier == IDENTICAL:
+                identical[sec] += 1
+            elif tier == EQUIVALENT:
+                equivalent[sec] += 1
+            elif tier == KEPT:
                 kept[sec] += 1
-            else:
-                loose = False
-        all_equal += strict
-        all_kept += loose
+            pair_tier = max(pair_tier, tier)
+        pair_tiers[pair_tier] += 1
+        if pair_tier == KEPT:
+            kept_classes_of_pair.append(frozenset(pair_kept))
         if args.build:
             try:
                 from mmdet.registry import MODELS
@@ -568,22 +598,28 @@ def main() -> int:
     print(f"\nloaded through the automatic path: {loaded}/{len(pairs)}")
     for name, why in failed_load:
         print(f"  not loaded: {name}: {why}")
-    print(f"\n{'section':<22}{'equal':>7}{'+kept':>7}{'of':>6}{'equal':>9}{'equal or kept':>15}")
-    for sec in SECTIONS:
-        n = max(compared[sec], 1)
+    print(f"\n{'section':<22}{'identical':>10}{'equal':>8}{'+kept':>7}{'of':>6}{'equal':>9}{'equal or kept':>15}")
+    rows = [(sec, identical[sec], equivalent[sec], kept[sec], compared[sec]) for sec in SECTIONS]
+    rows.append(("all sections", pair_tiers[IDENTICAL], pair_tiers[EQUIVALENT], pair_tiers[KEPT], loaded))
+    for sec, same, equiv, keep, n in rows:
         print(
-            f"{sec:<22}{equal[sec]:>7}{kept[sec]:>7}{compared[sec]:>6}{equal[sec] / n:>9.1%}"
-            f"{(equal[sec] + kept[sec]) / n:>15.1%}"
+            f"{sec:<22}{same:>10}{same + equiv:>8}{keep:>7}{n:>6}{(same + equiv) / max(n, 1):>9.1%}"
+            f"{(same + equiv + keep) / max(n, 1):>15.1%}"
         )
-    n = max(loaded, 1)
     print(
-        f"{'all sections':<22}{all_equal:>7}{all_kept - all_equal:>7}{loaded:>6}{all_equal / n:>9.1%}"
-        f"{all_kept / n:>15.1%}"
+        "  identical: no difference; equal: identical or differing only in spelling (the 'equivalent:' "
+        "reasons below); +kept: differs only where the official 3.x config changed what the 2.x config "
+        "meant and the converter keeps the 2.x meaning (the other reasons below)"
     )
-    print(
-        "  equal: strictly equal; +kept: differs only where the official 3.x config changed a value and the "
-        "converter keeps the 2.x meaning (listed below with the reason)"
-    )
+    if kept_classes_of_pair:
+        print(
+            f"\nthe {len(kept_classes_of_pair)} 'kept' pairs: the kept 2.x meanings that stand between them and equal"
+        )
+        print(f"  {'pairs':>6}{'alone':>7}  difference class")
+        alone = collections.Counter(next(iter(c)) for c in kept_classes_of_pair if len(c) == 1)
+        having = collections.Counter(cls for c in kept_classes_of_pair for cls in c)
+        for cls, count in having.most_common(args.show):
+            print(f"  {count:>6}{alone[cls]:>7}  {cls}")
     if args.build:
         print(f"\nconverted models built with MMDetection 3.x's registry: {built}/{built + build_failed}")
         grouped = collections.defaultdict(list)

@@ -223,6 +223,43 @@ def _cmd_convert_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_image_metas(args: argparse.Namespace) -> int:
+    from ._configs._files import load
+    from ._configs._image_metas import open_images_sets, write_meta_file
+    from ._errors import ConfigConversionError
+
+    if not os.path.isfile(args.config):
+        raise MmfixUsageError(f"mmfix image-metas: {args.config!r} is not a file.")
+    try:
+        _kind, _source, converted, _report = load(args.config)
+    except ConfigConversionError as exc:
+        print(exc.message, file=sys.stderr)
+        return exc.exit_status
+    sets = list(open_images_sets(converted))
+    if not sets:
+        raise MmfixUsageError(
+            f"mmfix image-metas: {args.config} names no OpenImagesDataset / OpenImagesChallengeDataset; "
+            "only those read image sizes from a meta_file."
+        )
+    done: set[str] = set()
+    for where, ds in sets:
+        meta = ds["meta_file"]
+        if not meta:
+            raise MmfixUsageError(
+                f"mmfix image-metas: {where} has no meta_file: set {where}.meta_file in the config "
+                "(3.x's OpenImages datasets cannot be built without one)."
+            )
+        if meta in done:
+            continue
+        done.add(meta)
+        if os.path.exists(meta) and not args.force:
+            print(f"{where}: {meta} exists, kept (--force writes it again)", file=sys.stderr)
+            continue
+        count = write_meta_file(ds["ann_file"], ds["img_prefix"], meta, nproc=args.nproc)
+        print(f"{where}: wrote {meta} ({count} images from {ds['ann_file']})", file=sys.stderr)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mmfix",
@@ -302,6 +339,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", help="the 3.x config to write (default: print it)")
     p.add_argument("--diff", action="store_true", help="show the conversion key by key")
     p.set_defaults(func=_cmd_convert_config)
+
+    p = _sub(
+        sub,
+        "image-metas",
+        "write the image-size files (meta_file) a config's OpenImages datasets read on 3.x",
+        "2.x read a training image's size from the image; 3.x's OpenImages datasets read every size from "
+        "meta_file, which 2.x configs named only for evaluation. Reads each image the annotation file "
+        "lists, as 2.x did, and writes the files that do not exist yet. Works on 2.x and 3.x configs.",
+    )
+    p.add_argument("config", help="the config (2.x or 3.x) whose OpenImages datasets name a meta_file")
+    p.add_argument("--nproc", type=int, default=max(1, min(8, os.cpu_count() or 1)), help="processes reading images")
+    p.add_argument("--force", action="store_true", help="write files that exist too")
+    p.set_defaults(func=_cmd_image_metas)
 
     p = _sub(
         sub,

@@ -8,6 +8,7 @@ move into ``model.data_preprocessor`` and one packing transform.
 from __future__ import annotations
 
 import copy
+import posixpath
 from typing import Any
 
 from .._errors import ConfigConversionError
@@ -433,13 +434,9 @@ def _dataset(
     if test:
         ds["test_mode"] = True
     elif open_images:
-        # 2.x's OpenImagesDataset never filtered images (and warned that it could not).
-        if "meta_file" not in ds:
-            report.note(
-                f"{where}: 3.x's {kind} reads image sizes from meta_file (a pickle made by "
-                "tools/misc/get_image_metas.py), where 2.x read them from the images: set "
-                f"{where}.meta_file before training"
-            )
+        # 2.x's OpenImagesDataset never filtered images (and warned that it could not). Its
+        # meta_file (when missing) is named once the evaluation sets are known: _train_meta_file.
+        pass
     else:
         # 2.x dropped images smaller than 32 px and (by default) without boxes when training.
         ds["filter_cfg"] = {"filter_empty_gt": filter_empty, "min_size": 32}
@@ -564,10 +561,42 @@ def convert_data(src: dict[str, Any], out: dict[str, Any], report: Report, loop:
             _tta(out, state.tta, load, anns)
     for key in data:
         report.drop(f"data.{key}", "no 3.x dataloader equivalent")
+    _train_meta_file(out, report)
     if "val_dataloader" in out and "test_dataloader" not in out:
         out["test_dataloader"] = copy.deepcopy(out["val_dataloader"])
     _evaluators(evaluation, out, report, loop)
     return state
+
+
+def _train_meta_file(out: dict[str, Any], report: Report) -> None:
+    """Name the image-size file 3.x's OpenImages datasets need for training (2.x read the images).
+
+    3.x's OpenImagesDataset cannot be built without ``meta_file``; 2.x configs name one only for
+    their evaluation sets. The training one gets the name 3.x's own configs use: the evaluation
+    file's name with ``validation`` → ``train``, beside the training annotations
+    (``annotations/train-image-metas.pkl``, ``challenge2019/challenge-2019-train-metas.pkl``),
+    which is where MMDetection's tools/misc/get_image_metas.py writes it; ``mmfix image-metas`` makes it.
+    """
+    train = out.get("train_dataloader")
+    if train is None:
+        return
+    ds = _innermost(train["dataset"])
+    kind = ds.get("type")
+    if kind not in ("OpenImagesDataset", "OpenImagesChallengeDataset") or "meta_file" in ds:
+        return
+    name = "train-image-metas.pkl"
+    for other in ("val_dataloader", "test_dataloader"):
+        meta = _innermost(out[other]["dataset"]).get("meta_file") if other in out else None
+        if isinstance(meta, str) and "validation" in posixpath.basename(meta):
+            name = posixpath.basename(meta).replace("validation", "train")
+            break
+    ann_file = str(ds.get("ann_file", ""))
+    ds["meta_file"] = posixpath.join(posixpath.dirname(ann_file), name)
+    report.note(
+        f"data.train: 3.x's {kind} reads the training images' sizes from meta_file, where 2.x read "
+        f"them from the images; set to {ds['meta_file']!r}, the name 3.x's configs use. Make it once "
+        "with `mmfix image-metas CONFIG` (it reads each image's size as 2.x did)"
+    )
 
 
 def _evaluators(evaluation: dict[str, Any] | None, out: dict[str, Any], report: Report, loop: _engine.Loop) -> None:

@@ -14,7 +14,14 @@ from pathlib import Path
 import pytest
 
 from conftest import clean_env, run
-from mmdet_support import require_mmdet, user_config_2x, user_config_3x, write_coco
+from mmdet_support import (
+    require_mmdet,
+    user_config_2x,
+    user_config_3x,
+    user_config_open_images_2x,
+    write_coco,
+    write_open_images,
+)
 
 pytestmark = pytest.mark.slow  # real MMDetection 3.3.0 tools
 
@@ -242,3 +249,53 @@ print("ok")
         check=True,
     )
     assert "'data'" in off.stdout and "train_dataloader" not in off.stdout
+
+
+def test_open_images_2x_config_trains_and_evaluates_after_mmfix_image_metas(mmdet_dir, tmp_path):
+    # 2.x read a training image's size from the image; 3.x's OpenImagesDataset reads all of them from
+    # meta_file, which 2.x configs name only for evaluation. The converter names the training one as
+    # 3.x's configs do, the run says how to make it, and `mmfix image-metas` makes it.
+    import pickle
+
+    root = write_open_images(tmp_path / "OpenImages")
+    config = user_config_open_images_2x(tmp_path / "faster_rcnn_tiny_openimages_2x.py", root)
+    train_metas = root / "annotations" / "train-image-metas.pkl"
+
+    code, out = mmfix_run(tool(mmdet_dir, "train.py"), config, "--work-dir", tmp_path / "work0")
+    assert code != 0
+    assert f"train_dataloader.dataset.meta_file {train_metas} does not exist" in out, out[-3000:]
+    assert f"mmfix image-metas {config}" in out
+
+    mmfix_cli = Path(sys.executable).parent / "mmfix"
+    proc = run([str(mmfix_cli), "image-metas", str(config)], env=clean_env())
+    assert proc.returncode == 0, proc.stderr
+    assert f"wrote {train_metas} (6 images" in proc.stderr
+    assert "validation-image-metas.pkl exists, kept" in proc.stderr  # the user's own file is not rewritten
+    with open(train_metas, "rb") as fh:
+        metas = pickle.load(fh)
+    assert [m["ori_shape"] for m in metas] == [(48, 64, 3)] * 6  # (height, width, channels), as 2.x read them
+    assert [Path(m["filename"]).name for m in metas] == [f"t{i:05d}.jpg" for i in range(6)]
+
+    work = tmp_path / "work"
+    code, out = mmfix_run(tool(mmdet_dir, "train.py"), config, "--work-dir", work, "--seed", "0")
+    assert code == 0, out[-4000:]
+    assert "does not exist" not in out
+    assert "openimages/mAP" in out  # the 2.x `evaluation = dict(metric='mAP')` ran as OpenImagesMetric
+    cfg = dumped(work, config)
+    assert cfg["train_dataloader"]["dataset"]["meta_file"] == str(train_metas)
+    assert cfg["val_evaluator"]["type"] == "OpenImagesMetric"
+
+
+def test_mmfix_image_metas_errors_are_one_clear_paragraph(mmdet_dir, coco, tmp_path):
+    mmfix_cli = str(Path(sys.executable).parent / "mmfix")
+    # a config without Open Images sets
+    proc = run([mmfix_cli, "image-metas", str(user_config_2x(tmp_path / "coco_2x.py", coco))], env=clean_env())
+    assert proc.returncode == 2 and "names no OpenImagesDataset" in proc.stderr and "Traceback" not in proc.stderr
+    # an image the annotation file lists is missing
+    root = write_open_images(tmp_path / "OpenImages")
+    (root / "OpenImages" / "train" / "t00003.jpg").unlink()
+    config = user_config_open_images_2x(tmp_path / "oi_2x.py", root)
+    proc = run([mmfix_cli, "image-metas", str(config)], env=clean_env())
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "cannot read the image" in proc.stderr and "t00003.jpg" in proc.stderr
+    assert not (root / "annotations" / "train-image-metas.pkl").exists()  # nothing half-written

@@ -281,3 +281,56 @@ def test_open_images_sets_are_not_filtered_and_pack_what_the_metric_reads():
     pack = out["test_dataloader"]["dataset"]["pipeline"][-1]
     assert pack["type"] == "PackDetInputs" and {"instances", "image_level_labels"} <= set(pack["meta_keys"])
     assert out["test_evaluator"]["type"] == "OpenImagesMetric"
+
+
+@pytest.mark.parametrize(
+    ("kind", "train_ann", "test_meta", "expected"),
+    [
+        # 3.x's configs/_base_/datasets/openimages_detection.py
+        (
+            "OpenImagesDataset",
+            "data/OpenImages/annotations/oidv6-train-annotations-bbox.csv",
+            "data/OpenImages/annotations/validation-image-metas.pkl",
+            "data/OpenImages/annotations/train-image-metas.pkl",
+        ),
+        # 3.x's configs/openimages/faster-rcnn_r50_fpn_32xb2-1x_openimages-challenge.py
+        (
+            "OpenImagesChallengeDataset",
+            "data/OpenImages/challenge2019/challenge-2019-train-detection-bbox.txt",
+            "data/OpenImages/challenge2019/challenge-2019-validation-metas.pkl",
+            "data/OpenImages/challenge2019/challenge-2019-train-metas.pkl",
+        ),
+        # no evaluation file to take the name from: the name MMDetection's tools use
+        ("OpenImagesDataset", "ann/train.csv", None, "ann/train-image-metas.pkl"),
+    ],
+)
+def test_open_images_training_set_gets_the_meta_file_3x_needs(kind, train_ann, test_meta, expected):
+    # 3.x's OpenImagesDataset cannot be built without meta_file; 2.x configs named it only for evaluation.
+    cfg = _data(
+        [{"type": "LoadImageFromFile"}, {"type": "LoadAnnotations", "with_bbox": True, "denorm_bbox": True}],
+        [{"type": "LoadImageFromFile"}],
+        kind=kind,
+        label_file="l.csv",
+        hierarchy_file="h.json",
+    )
+    cfg["data"]["train"]["ann_file"] = train_ann
+    if test_meta is not None:
+        cfg["data"]["test"]["meta_file"] = test_meta
+    out, report = convert(cfg)
+    assert out["train_dataloader"]["dataset"]["meta_file"] == expected
+    note = next(n for n in report.notes if "meta_file" in n)
+    assert expected in note and "mmfix image-metas CONFIG" in note
+
+
+def test_open_images_meta_file_the_user_set_is_kept_and_wrapped_sets_get_one():
+    load = [{"type": "LoadImageFromFile"}, {"type": "LoadAnnotations", "with_bbox": True}]
+    cfg = _data(load, [{"type": "LoadImageFromFile"}], kind="OpenImagesDataset", label_file="l", hierarchy_file="h")
+    cfg["data"]["train"]["meta_file"] = "mine.pkl"
+    out, report = convert(cfg)
+    assert out["train_dataloader"]["dataset"]["meta_file"] == "mine.pkl"
+    assert not any("meta_file" in n for n in report.notes)
+    # SSD's 2.x OpenImages config wraps the training set in a RepeatDataset
+    cfg = _data(load, [{"type": "LoadImageFromFile"}], kind="OpenImagesDataset", label_file="l", hierarchy_file="h")
+    cfg["data"]["train"] = {"type": "RepeatDataset", "times": 3, "dataset": cfg["data"]["train"]}
+    out, _ = convert(cfg)
+    assert out["train_dataloader"]["dataset"]["dataset"]["meta_file"] == "train-image-metas.pkl"

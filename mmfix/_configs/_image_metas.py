@@ -1,0 +1,144 @@
+"""``mmfix image-metas``: the image-size files 3.x's OpenImages datasets need (``meta_file``).
+
+2.x's OpenImagesDataset read a training image's size from the image as it was loaded; 3.x's reads
+every size up front from ``meta_file``, a pickle of ``dict(filename, ori_shape)`` in annotation
+order. MMDetection's own maker (tools/misc/get_image_metas.py) cannot read a converted 2.x config
+(it joins paths with a ``data_root`` that 2.x configs baked into each path) nor a wrapped training
+set, so the converter's note points here instead. Sizes are read as 2.x's LoadImageFromFile read
+them: by decoding the image with mmcv (EXIF orientation applied), as MMDetection's tool does too.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import pickle
+from collections.abc import Iterator
+from typing import Any
+
+from .._errors import MmfixUsageError
+
+OPEN_IMAGES = ("OpenImagesDataset", "OpenImagesChallengeDataset")
+
+
+def _join(root: Any, path: Any) -> Any:
+    # As mmengine's BaseDataset joins data_root with ann_file / data_prefix / meta_file.
+    if isinstance(path, str) and root and not os.path.isabs(path):
+        return os.path.join(str(root), path)
+    return path
+
+
+def open_images_sets(cfg: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(where, dataset dict with data_root applied) for every OpenImages set the dataloaders name."""
+
+    def walk(ds: Any, where: str) -> Iterator[tuple[str, dict[str, Any]]]:
+        if not isinstance(ds, dict):
+            return
+        if ds.get("type") in OPEN_IMAGES:
+            root = ds.get("data_root")
+            prefix = (ds.get("data_prefix") or {}).get("img", "")
+            yield (
+                where,
+                {
+                    "type": ds["type"],
+                    "ann_file": _join(root, ds.get("ann_file")),
+                    "meta_file": _join(root, ds.get("meta_file")),
+                    "img_prefix": _join(root, prefix) if prefix else (root or ""),
+                },
+            )
+        if isinstance(ds.get("dataset"), dict):
+            yield from walk(ds["dataset"], f"{where}.dataset")
+        for i, part in enumerate(ds.get("datasets") or []):
+            yield from walk(part, f"{where}.datasets[{i}]")
+
+    for name in ("train", "val", "test"):
+        loader = cfg.get(f"{name}_dataloader")
+        if isinstance(loader, dict):
+            yield from walk(loader.get("dataset"), f"{name}_dataloader.dataset")
+
+
+def missing_meta_files(cfg: dict[str, Any]) -> list[tuple[str, str]]:
+    """(where, path) of each OpenImages meta_file the config names that is not on disk."""
+    return [
+        (where, ds["meta_file"])
+        for where, ds in open_images_sets(cfg)
+        if isinstance(ds["meta_file"], str) and "://" not in ds["meta_file"] and not os.path.exists(ds["meta_file"])
+    ]
+
+
+def image_names(ann_file: str) -> list[str]:
+    """Image file names in the order 3.x's dataset lists them (csv: v6 boxes; txt: challenge format)."""
+    names: list[str] = []
+    try:
+        with open(ann_file, encoding="utf-8", newline="") as fh:
+            if ann_file.endswith(".csv"):
+                rows = csv.reader(fh)
+                next(rows, None)  # the header
+                for row in rows:
+                    if row and (not names or names[-1] != f"{row[0]}.jpg"):
+                        names.append(f"{row[0]}.jpg")
+            elif ann_file.endswith(".txt"):
+                lines = fh.read().splitlines()
+                i = 0
+                while i < len(lines):
+                    names.append(lines[i].strip())
+                    i += int(lines[i + 2]) + 3
+            else:
+                raise MmfixUsageError(
+                    f"mmfix image-metas: {ann_file} is neither a .csv (Open Images V6 boxes) nor a .txt "
+                    "(challenge) annotation file, the two formats 3.x's OpenImages datasets read."
+                )
+    except OSError as exc:
+        raise MmfixUsageError(
+            f"mmfix image-metas: cannot read the annotation file {ann_file} ({exc.strerror}); the sizes "
+            "are listed in its order, so it must exist first (check data_root / ann_file in the config)."
+        ) from None
+    except (IndexError, ValueError):
+        raise MmfixUsageError(
+            f"mmfix image-metas: {ann_file} is not in the challenge format (an image name, a line, the "
+            "number of boxes, then one line per box)."
+        ) from None
+    return names
+
+
+class _ImageError(Exception):
+    """An image that cannot be read (an Exception, so a worker process hands it back to the parent)."""
+
+
+def image_meta(path: str) -> dict[str, Any]:
+    import mmcv
+
+    try:
+        with open(path, "rb") as fh:
+            img = mmcv.imfrombytes(fh.read(), flag="color")
+    except OSError as exc:
+        raise _ImageError(
+            f"mmfix image-metas: cannot read the image {path} ({exc.strerror}); the annotation file "
+            "lists it, so the image folder (data_prefix.img) must hold it."
+        ) from None
+    if img is None:
+        raise _ImageError(f"mmfix image-metas: {path} is not an image mmcv can decode.")
+    return {"filename": path, "ori_shape": tuple(img.shape)}
+
+
+def write_meta_file(ann_file: str, img_prefix: str, meta_file: str, nproc: int = 1) -> int:
+    """Write the sizes of every image ann_file lists; the number of images."""
+    paths = [os.path.join(img_prefix, name) for name in image_names(ann_file)]
+    try:
+        if nproc > 1 and len(paths) > nproc:
+            from multiprocessing import Pool
+
+            with Pool(nproc) as pool:
+                metas = pool.map(image_meta, paths, chunksize=64)
+        else:
+            metas = [image_meta(p) for p in paths]
+    except _ImageError as exc:
+        raise MmfixUsageError(str(exc)) from None
+    folder = os.path.dirname(meta_file)
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+    tmp = f"{meta_file}.tmp{os.getpid()}"
+    with open(tmp, "wb") as fh:
+        pickle.dump(metas, fh, protocol=4)  # what MMDetection's tool writes
+    os.replace(tmp, meta_file)
+    return len(metas)
