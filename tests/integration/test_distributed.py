@@ -223,3 +223,44 @@ def test_known_bad_combinations(versions: dict, needle: str | None) -> None:
         assert problems == []
     else:
         assert any(needle in p for p in problems)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("destroyed_by_script", [False, True])
+def test_the_gloo_group_is_destroyed_before_interpreter_teardown(tmp_path: Path, destroyed_by_script: bool) -> None:
+    # Left to interpreter finalisation, gloo's worker threads abort a finished CPU run ("terminate called
+    # without an active exception", SIGABRT) in about a third of two-rank runs on this machine, and
+    # torchrun then reports the run as failed. MMEngine never destroys the group, so mmfix does at exit.
+    # An atexit handler registered before mmfix's runs after it (LIFO): it sees what finalisation will.
+    seen = tmp_path / "seen.txt"
+    code = f"""
+        import atexit
+        import torch.distributed as dist
+
+        atexit.register(lambda: open({str(seen)!r}, "w").write(str(dist.is_initialized())))
+        import mmfix
+        from mmengine.dist import init_dist, all_gather_object
+
+        init_dist("pytorch")  # nccl in MMEngine's default: a CPU run becomes gloo
+        assert dist.get_backend() == "gloo"
+        all_gather_object({{"rank": dist.get_rank()}})
+        if {destroyed_by_script}:
+            dist.destroy_process_group()  # a script that cleans up itself is left alone
+    """
+    env = clean_env(
+        CUDA_VISIBLE_DEVICES="",
+        RANK="0",
+        LOCAL_RANK="0",
+        WORLD_SIZE="1",
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(_free_port()),
+    )
+    proc = run_python(code, env=env, check=False, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert seen.read_text() == "False"
+    assert "Traceback" not in proc.stderr
