@@ -299,3 +299,55 @@ def test_mmfix_image_metas_errors_are_one_clear_paragraph(mmdet_dir, coco, tmp_p
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert "cannot read the image" in proc.stderr and "t00003.jpg" in proc.stderr
     assert not (root / "annotations" / "train-image-metas.pkl").exists()  # nothing half-written
+
+
+def test_inheritance_base_references_and_custom_imports_work_through_conversion(mmdet_dir, coco, tmp_path):
+    # Conversion sees the config MMEngine merged: {{_base_.x}} and _delete_ are resolved first, and
+    # custom_imports are imported after conversion (a 2.x name such as mmcls must be renamed first).
+    (tmp_path / "user_hooks.py").write_text(
+        "from pathlib import Path\n"
+        "from mmengine.hooks import Hook\n"
+        "from mmdet.registry import HOOKS\n"
+        "Path(__file__).with_name('imported.txt').write_text('yes')\n"
+        "@HOOKS.register_module()\n"
+        "class UserMarkerHook(Hook):\n"
+        "    pass\n"
+    )
+    config = user_config_2x(
+        tmp_path / "inherits_2x.py",
+        coco,
+        extra="\n".join(
+            (
+                "train_pipeline = {{_base_.train_pipeline}}",
+                "data = dict(samples_per_gpu=1, train=dict(pipeline=train_pipeline))",
+                "lr_config = dict(step={{_base_.lr_config.step}})",
+                "evaluation = dict(_delete_=True, interval=2, metric=['bbox'])",
+                "custom_imports = dict(imports=['user_hooks'], allow_failed_imports=False)",
+                "custom_hooks = [dict(type='UserMarkerHook')]",
+            )
+        ),
+    )
+    code = (
+        "import json, sys, mmfix; from mmengine.config import Config; "
+        "print(json.dumps(Config.fromfile(sys.argv[1]).to_dict(), default=str))"
+    )
+    proc = run(
+        [sys.executable, "-c", code, str(config)], env=clean_env(PYTHONPATH=str(tmp_path)), cwd=tmp_path, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    import json
+
+    cfg = json.loads(proc.stdout.strip().splitlines()[-1])
+    train = cfg["train_dataloader"]
+    assert train["batch_size"] == 1
+    # the official base's 2.x pipeline, converted (img_scale=(1333, 800) -> Resize(scale=...))
+    resize = next(t for t in train["dataset"]["pipeline"] if t["type"] == "Resize")
+    assert sorted(resize["scale"]) == [800, 1333] and resize["keep_ratio"] is True
+    assert [t["type"] for t in train["dataset"]["pipeline"]][-1] == "PackDetInputs"
+    steps = [s for s in cfg["param_scheduler"] if s["type"] == "MultiStepLR"]
+    assert steps and steps[0]["milestones"] == [8, 11]  # the base's step, through {{_base_.lr_config.step}}
+    assert cfg["train_cfg"]["val_interval"] == 2
+    assert cfg["val_evaluator"]["metric"] == ["bbox"]
+    assert cfg["custom_hooks"] == [{"type": "UserMarkerHook"}]
+    assert cfg["custom_imports"]["imports"] == ["user_hooks"]
+    assert (tmp_path / "imported.txt").read_text() == "yes"  # imported, as stock Config.fromfile does
