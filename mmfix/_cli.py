@@ -196,17 +196,24 @@ def _sub(sub: Any, name: str, summary: str, details: str = "") -> argparse.Argum
 JSON_HELP = "print the same as JSON (for scripts and bug reports)"
 
 
-def _cmd_convert_config(args: argparse.Namespace) -> int:
-    from ._configs._files import diff_lines, load, render
+def _load_config(path: str, command: str) -> tuple[str, dict[str, Any], dict[str, Any], Any]:
+    """(kind, source, converted, report) of a config file; a missing file or a 2.x key that cannot
+    convert is one paragraph and a non-zero exit."""
+    from ._configs._files import load
     from ._errors import ConfigConversionError
 
-    if not os.path.isfile(args.config):
-        raise MmfixUsageError(f"mmfix convert-config: {args.config!r} is not a file.")
+    if not os.path.isfile(path):
+        raise MmfixUsageError(f"mmfix {command}: {path!r} is not a file.")
     try:
-        kind, source, converted, report = load(args.config)
+        return load(path)
     except ConfigConversionError as exc:
-        print(exc.message, file=sys.stderr)
-        return exc.exit_status
+        raise MmfixUsageError(exc.message, exc.exit_status) from None
+
+
+def _cmd_convert_config(args: argparse.Namespace) -> int:
+    from ._configs._files import diff_lines, render
+
+    kind, source, converted, report = _load_config(args.config, "convert-config")
     if kind == "3.x":
         print(
             f"mmfix convert-config: {args.config} is already a 3.x config (no 2.x keys); nothing to convert.",
@@ -224,17 +231,9 @@ def _cmd_convert_config(args: argparse.Namespace) -> int:
 
 
 def _cmd_image_metas(args: argparse.Namespace) -> int:
-    from ._configs._files import load
     from ._configs._image_metas import open_images_sets, write_meta_file
-    from ._errors import ConfigConversionError
 
-    if not os.path.isfile(args.config):
-        raise MmfixUsageError(f"mmfix image-metas: {args.config!r} is not a file.")
-    try:
-        _kind, _source, converted, _report = load(args.config)
-    except ConfigConversionError as exc:
-        print(exc.message, file=sys.stderr)
-        return exc.exit_status
+    converted = _load_config(args.config, "image-metas")[2]
     sets = list(open_images_sets(converted))
     if not sets:
         raise MmfixUsageError(

@@ -115,15 +115,7 @@ model = dict(
 """
 
 
-def user_config_2x(path: Path, data_root: Path, extra: str = "") -> Path:
-    """A user's 2.x config: official 2.28.2 bases, a small model, their data and schedule."""
-    path.write_text(f"""
-_base_ = [
-    '{MMDET2_BASE}/models/faster_rcnn_r50_fpn.py', '{MMDET2_BASE}/datasets/coco_detection.py',
-    '{MMDET2_BASE}/schedules/schedule_1x.py', '{MMDET2_BASE}/default_runtime.py'
-]
-{SMALL_MODEL_2X}
-classes = ('box',)
+PIPELINES_2X = """
 img_norm_cfg = dict(mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375], to_rgb=True)
 train_pipeline = [
     dict(type='LoadImageFromFile'),
@@ -142,7 +134,19 @@ test_pipeline = [
                      dict(type='Normalize', **img_norm_cfg), dict(type='Pad', size_divisor=32),
                      dict(type='ImageToTensor', keys=['img']), dict(type='Collect', keys=['img'])])
 ]
-data_root = '{data_root}/'
+"""
+
+
+def user_config_2x(path: Path, data_root: Path, extra: str = "") -> Path:
+    """A user's 2.x config: official 2.28.2 bases, a small model, their data and schedule."""
+    path.write_text(f"""
+_base_ = [
+    '{MMDET2_BASE}/models/faster_rcnn_r50_fpn.py', '{MMDET2_BASE}/datasets/coco_detection.py',
+    '{MMDET2_BASE}/schedules/schedule_1x.py', '{MMDET2_BASE}/default_runtime.py'
+]
+{SMALL_MODEL_2X}
+classes = ('box',)
+{PIPELINES_2X}data_root = '{data_root}/'
 data = dict(
     samples_per_gpu=2, workers_per_gpu=0,
     train=dict(classes=classes, ann_file=data_root + 'train.json', img_prefix=data_root + 'train/',
@@ -210,24 +214,7 @@ _base_ = [
     '{MMDET2_BASE}/schedules/schedule_1x.py', '{MMDET2_BASE}/default_runtime.py'
 ]
 {SMALL_MODEL_2X}
-img_norm_cfg = dict(mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375], to_rgb=True)
-train_pipeline = [
-    dict(type='LoadImageFromFile'),
-    dict(type='LoadAnnotations', with_bbox=True, denorm_bbox=True),
-    dict(type='Resize', img_scale=(64, 64), keep_ratio=True),
-    dict(type='Normalize', **img_norm_cfg),
-    dict(type='Pad', size_divisor=32),
-    dict(type='DefaultFormatBundle'),
-    dict(type='Collect', keys=['img', 'gt_bboxes', 'gt_labels']),
-]
-test_pipeline = [
-    dict(type='LoadImageFromFile'),
-    dict(type='MultiScaleFlipAug', img_scale=(64, 64), flip=False,
-         transforms=[dict(type='Resize', keep_ratio=True), dict(type='RandomFlip'),
-                     dict(type='Normalize', **img_norm_cfg), dict(type='Pad', size_divisor=32),
-                     dict(type='ImageToTensor', keys=['img']), dict(type='Collect', keys=['img'])])
-]
-data_root = '{data_root}/'
+{PIPELINES_2X.replace("with_bbox=True)", "with_bbox=True, denorm_bbox=True)")}data_root = '{data_root}/'
 data = dict(
     samples_per_gpu=2, workers_per_gpu=0,
 {paths}
