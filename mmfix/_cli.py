@@ -233,6 +233,8 @@ def _cmd_convert_config(args: argparse.Namespace) -> int:
 def _cmd_image_metas(args: argparse.Namespace) -> int:
     from ._configs._image_metas import open_images_sets, write_meta_file
 
+    if args.nproc < 1:
+        raise MmfixUsageError(f"mmfix image-metas: --nproc {args.nproc}: give 1 or more processes.")
     converted = _load_config(args.config, "image-metas")[2]
     sets = list(open_images_sets(converted))
     if not sets:

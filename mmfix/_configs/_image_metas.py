@@ -138,7 +138,11 @@ def write_meta_file(ann_file: str, img_prefix: str, meta_file: str, nproc: int =
     if folder:
         os.makedirs(folder, exist_ok=True)
     tmp = f"{meta_file}.tmp{os.getpid()}"
-    with open(tmp, "wb") as fh:
-        pickle.dump(metas, fh, protocol=4)  # what MMDetection's tool writes
-    os.replace(tmp, meta_file)
+    try:
+        with open(tmp, "wb") as fh:
+            pickle.dump(metas, fh, protocol=4)  # what MMDetection's tool writes
+        os.replace(tmp, meta_file)  # a reader never sees half a file
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
     return len(metas)

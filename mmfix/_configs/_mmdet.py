@@ -433,11 +433,7 @@ def _dataset(
     open_images = kind in ("OpenImagesDataset", "OpenImagesChallengeDataset")
     if test:
         ds["test_mode"] = True
-    elif open_images:
-        # 2.x's OpenImagesDataset never filtered images (and warned that it could not). Its
-        # meta_file (when missing) is named once the evaluation sets are known: _train_meta_file.
-        pass
-    else:
+    elif not open_images:  # 2.x's OpenImagesDataset never filtered images (and warned that it could not)
         # 2.x dropped images smaller than 32 px and (by default) without boxes when training.
         ds["filter_cfg"] = {"filter_empty_gt": filter_empty, "min_size": 32}
         if kind in ("VOCDataset", "XMLDataset"):
