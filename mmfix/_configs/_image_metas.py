@@ -82,7 +82,10 @@ def image_names(ann_file: str) -> list[str]:
                 i = 0
                 while i < len(lines):
                     names.append(lines[i].strip())
-                    i += int(lines[i + 2]) + 3
+                    boxes = int(lines[i + 2])
+                    if boxes < 0:  # would step back: refuse rather than loop
+                        raise ValueError(boxes)
+                    i += boxes + 3
             else:
                 raise MmfixUsageError(
                     f"mmfix image-metas: {ann_file} is neither a .csv (Open Images V6 boxes) nor a .txt "

@@ -1,0 +1,59 @@
+"""`mmfix image-metas`' readers: the image order 3.x's Open Images datasets use, and bad files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mmfix._configs._image_metas import image_names, open_images_sets
+from mmfix._errors import MmfixUsageError
+
+HEADER = "ImageID,Source,LabelName,Confidence,XMin,XMax,YMin,YMax,IsOccluded,IsTruncated,IsGroupOf,IsDepiction,IsInside"
+
+
+def test_csv_lists_each_run_of_an_image_once_in_file_order(tmp_path: Path) -> None:
+    # 3.x's OpenImagesDataset starts a new entry whenever the ImageID changes (consecutive rows).
+    row = "{},xclick,/m/0box,1,0.1,0.2,0.1,0.2,0,0,0,0,0"
+    ann = tmp_path / "boxes.csv"
+    ann.write_text("\n".join([HEADER, row.format("b"), row.format("b"), row.format("a"), row.format("b")]) + "\n")
+    assert image_names(str(ann)) == ["b.jpg", "a.jpg", "b.jpg"]
+
+
+def test_challenge_txt_skips_each_image_s_boxes(tmp_path: Path) -> None:
+    ann = tmp_path / "challenge.txt"
+    ann.write_text("train/x.jpg\n640 480\n2\n1 0 0 1 1 0\n2 0 0 1 1 0\ntrain/y.jpg\n640 480\n0\n")
+    assert image_names(str(ann)) == ["train/x.jpg", "train/y.jpg"]
+
+
+@pytest.mark.parametrize("text", ["x.jpg\n1 1\n-3\n", "x.jpg\n1 1\nmany\n", "x.jpg\n1 1\n"])
+def test_a_malformed_challenge_file_is_one_clear_error_and_never_loops(tmp_path: Path, text: str) -> None:
+    ann = tmp_path / "bad.txt"
+    ann.write_text(text)
+    with pytest.raises(MmfixUsageError, match="not in the challenge format"):
+        image_names(str(ann))
+
+
+def test_unknown_format_and_missing_file_are_clear_errors(tmp_path: Path) -> None:
+    (tmp_path / "a.json").write_text("{}")
+    with pytest.raises(MmfixUsageError, match=r"neither a \.csv"):
+        image_names(str(tmp_path / "a.json"))
+    with pytest.raises(MmfixUsageError, match="cannot read the annotation file"):
+        image_names(str(tmp_path / "missing.csv"))
+
+
+def test_sets_are_found_inside_wrappers_with_data_root_applied() -> None:
+    oi = {"type": "OpenImagesDataset", "ann_file": "a.csv", "meta_file": "m.pkl", "data_prefix": {"img": "imgs/"}}
+    cfg = {
+        "train_dataloader": {"dataset": {"type": "RepeatDataset", "dataset": dict(oi, data_root="/d")}},
+        "val_dataloader": {"dataset": {"type": "ConcatDataset", "datasets": [{"type": "CocoDataset"}, oi]}},
+    }
+    found = dict(open_images_sets(cfg))
+    assert found["train_dataloader.dataset.dataset"] == {
+        "type": "OpenImagesDataset",
+        "ann_file": "/d/a.csv",
+        "meta_file": "/d/m.pkl",
+        "img_prefix": "/d/imgs/",
+    }
+    assert found["val_dataloader.dataset.datasets[1]"]["ann_file"] == "a.csv"
+    assert len(found) == 2
