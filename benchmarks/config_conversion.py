@@ -23,6 +23,7 @@ import tempfile
 import time
 import zipfile
 from typing import Any
+from urllib.error import URLError
 
 os.environ.pop("MMFIX_DISABLE", None)
 os.environ.setdefault("MMFIX_LOG_LEVEL", "WARNING")  # one "converted" line per config is noise here
@@ -589,10 +590,10 @@ def main() -> int:
                 try:
                     try:
                         MODELS.build(ConfigDict(cfg2["model"]))
-                    except OSError:
+                    except URLError:
                         # Knowledge distillation (LD, LAD) downloads the teacher's weights while building;
                         # without a network, build the same structure and count it apart.
-                        if not cfg2["model"].get("teacher_ckpt"):
+                        if not str(cfg2["model"].get("teacher_ckpt", "")).startswith(("http://", "https://")):
                             raise
                         MODELS.build(ConfigDict(cfg2["model"], teacher_ckpt=None))
                         built_without_download.append(name)

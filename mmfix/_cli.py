@@ -231,7 +231,7 @@ def _cmd_convert_config(args: argparse.Namespace) -> int:
 
 
 def _cmd_image_metas(args: argparse.Namespace) -> int:
-    from ._configs._image_metas import open_images_sets, write_meta_file
+    from ._configs._image_metas import is_url, open_images_sets, write_meta_file
 
     if args.nproc < 1:
         raise MmfixUsageError(f"mmfix image-metas: --nproc {args.nproc}: give 1 or more processes.")
@@ -242,7 +242,7 @@ def _cmd_image_metas(args: argparse.Namespace) -> int:
             f"mmfix image-metas: {args.config} names no OpenImagesDataset / OpenImagesChallengeDataset; "
             "only those read image sizes from a meta_file."
         )
-    done: set[str] = set()
+    sources: dict[str, tuple[str, tuple[Any, ...]]] = {}  # meta_file -> (where, what it is made from)
     for where, ds in sets:
         meta = ds["meta_file"]
         if not meta:
@@ -250,15 +250,40 @@ def _cmd_image_metas(args: argparse.Namespace) -> int:
                 f"mmfix image-metas: {where} has no meta_file: set {where}.meta_file in the config "
                 "(3.x's OpenImages datasets cannot be built without one)."
             )
-        if meta in done:
+        if is_url(meta):
+            raise MmfixUsageError(
+                f"mmfix image-metas: {where}.meta_file {meta} is a URL; write it locally (set a local "
+                "path in the config), then copy it there."
+            )
+        source = (ds["type"], ds["ann_file"], ds["img_prefix"])
+        if meta in sources:
+            if sources[meta][1] != source:
+                raise MmfixUsageError(
+                    f"mmfix image-metas: {sources[meta][0]} and {where} name the same meta_file {meta} "
+                    "for different annotation files or image folders; one file cannot hold both lists. "
+                    "Give each its own meta_file."
+                )
             continue
-        done.add(meta)
+        sources[meta] = (where, source)
         if os.path.exists(meta) and not args.force:
-            print(f"{where}: {meta} exists, kept (--force writes it again)", file=sys.stderr)
+            stale = isinstance(ds["ann_file"], str) and _newer(ds["ann_file"], meta)
+            print(
+                f"{where}: {meta} exists, kept"
+                + (" — but it is older than its annotation file" if stale else "")
+                + " (--force writes it again)",
+                file=sys.stderr,
+            )
             continue
-        count = write_meta_file(ds["ann_file"], ds["img_prefix"], meta, nproc=args.nproc)
+        count = write_meta_file(ds["ann_file"], ds["img_prefix"], meta, ds["type"], nproc=args.nproc)
         print(f"{where}: wrote {meta} ({count} images from {ds['ann_file']})", file=sys.stderr)
     return 0
+
+
+def _newer(path: str, than: str) -> bool:
+    try:
+        return os.path.getmtime(path) > os.path.getmtime(than)
+    except OSError:
+        return False
 
 
 def build_parser() -> argparse.ArgumentParser:

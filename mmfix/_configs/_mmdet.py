@@ -13,6 +13,7 @@ from typing import Any
 
 from .._errors import ConfigConversionError
 from . import _engine
+from ._image_metas import raw_sets
 from ._report import Report
 
 LEGACY_DATA_KEYS = ("data", "evaluation")
@@ -576,23 +577,30 @@ def _train_meta_file(out: dict[str, Any], report: Report) -> None:
     train = out.get("train_dataloader")
     if train is None:
         return
-    ds = _innermost(train["dataset"])
-    kind = ds.get("type")
-    if kind not in ("OpenImagesDataset", "OpenImagesChallengeDataset") or "meta_file" in ds:
-        return
     name = "train-image-metas.pkl"
     for other in ("val_dataloader", "test_dataloader"):
         meta = _innermost(out[other]["dataset"]).get("meta_file") if other in out else None
         if isinstance(meta, str) and "validation" in posixpath.basename(meta):
             name = posixpath.basename(meta).replace("validation", "train")
             break
-    ann_file = str(ds.get("ann_file", ""))
-    ds["meta_file"] = posixpath.join(posixpath.dirname(ann_file), name)
-    report.note(
-        f"data.train: 3.x's {kind} reads the training images' sizes from meta_file, where 2.x read "
-        f"them from the images; set to {ds['meta_file']!r}, the name 3.x's configs use. Make it once "
-        "with `mmfix image-metas CONFIG` (it reads each image's size as 2.x did)"
-    )
+    taken: set[str] = set()
+    for _, ds in raw_sets(train["dataset"]):
+        if "meta_file" in ds:
+            taken.add(str(ds["meta_file"]))
+            continue
+        ann_file = str(ds.get("ann_file", ""))
+        folder = posixpath.dirname(ann_file)
+        path = posixpath.join(folder, name)
+        if path in taken:  # a second set beside the first (a ConcatDataset): one list per file
+            stem = posixpath.splitext(posixpath.basename(ann_file))[0]
+            path = posixpath.join(folder, f"{stem}-image-metas.pkl")
+        ds["meta_file"] = path
+        taken.add(path)
+        report.note(
+            f"data.train: 3.x's {ds['type']} reads the training images' sizes from meta_file, where 2.x "
+            f"read them from the images; set to {path!r}, the name 3.x's configs use. Make it once with "
+            "`mmfix image-metas CONFIG` (it reads each image's size as 2.x did)"
+        )
 
 
 def _evaluators(evaluation: dict[str, Any] | None, out: dict[str, Any], report: Report, loop: _engine.Loop) -> None:

@@ -42,7 +42,13 @@ def apply() -> str | None:
 
 
 def remove() -> None:
+    global _exit_hook_registered
     _swaps.undo_all()
+    if _exit_hook_registered:  # switched off: the exit is stock again
+        import atexit
+
+        atexit.unregister(_destroy_group)
+        _exit_hook_registered = False
 
 
 def _guarded(hook: Callable[[Any], None]) -> Callable[[Any], None]:
@@ -142,6 +148,12 @@ def _destroy_group() -> None:
         closer = threading.Thread(target=dist.destroy_process_group, name="mmfix-destroy-group", daemon=True)
         closer.start()
         closer.join(DESTROY_TIMEOUT_S)
+        if closer.is_alive():
+            _log.warning(
+                f"the distributed process group did not close within {DESTROY_TIMEOUT_S:.0f} s at exit "
+                "(a peer process gone?); exiting without waiting further.",
+                key="destroy-group-timeout",
+            )
     except Exception as exc:  # an exit hook must never turn a finished run into a failed one
         _log.debug(f"destroying the process group at exit failed: {exc!r}", key="destroy-group")
 

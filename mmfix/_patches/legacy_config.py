@@ -105,19 +105,30 @@ def _convert_2x(cfg: Any, filename: str) -> Any:
         f"`mmfix convert-config {filename} -o NEW.py` writes the result out; add --diff to see each key.",
         key=f"legacy-config:{filename}",
     )
-    from .._configs._image_metas import missing_meta_files
+    _say_missing_meta_files(converted, filename)
+    return new
 
-    missing = missing_meta_files(converted)
+
+def _say_missing_meta_files(converted: dict[str, Any], filename: str) -> None:
+    # 2.x needed no such file for training, so a 2.x user has none: say so before the dataset fails on it.
+    try:
+        from .._configs._image_metas import missing_meta_files
+
+        missing = missing_meta_files(converted)
+    except Exception as exc:  # a diagnostic must never cost the user the conversion that succeeded
+        _log.debug(f"checking Open Images meta files failed: {exc!r}", key=f"legacy-config-metas-failed:{filename}")
+        return
     if missing:
-        # 2.x needed no such file for training, so a 2.x user has none: say so before the dataset fails on it.
         _log.warning(
             f"{filename}: 3.x's OpenImages datasets read image sizes from meta_file, and "
-            + "; ".join(f"{where}.meta_file {path} does not exist" for where, path in missing)
+            + "; ".join(
+                f"{where} names none" if path is None else f"{where}.meta_file {path} does not exist"
+                for where, path in missing
+            )
             + f". Make the missing file(s) once with `mmfix image-metas {filename}` (2.x read the sizes from "
             "the images).",
             key=f"legacy-config-metas:{filename}",
         )
-    return new
 
 
 def _apply_mixed(cfg: Any, filename: str, own: set[str], where: str) -> Any:

@@ -231,8 +231,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.parametrize("destroyed_by_script", [False, True])
-def test_the_gloo_group_is_destroyed_before_interpreter_teardown(tmp_path: Path, destroyed_by_script: bool) -> None:
+@pytest.mark.parametrize(
+    ("destroyed_by_script", "switched_off", "expected"),
+    [(False, False, "False"), (True, False, "False"), (False, True, "True")],
+    ids=["mmfix-destroys", "script-destroys", "disable-restores-stock-exit"],
+)
+def test_the_gloo_group_is_destroyed_before_interpreter_teardown(
+    tmp_path: Path, destroyed_by_script: bool, switched_off: bool, expected: str
+) -> None:
     # Left to interpreter finalisation, gloo's worker threads abort a finished CPU run ("terminate called
     # without an active exception", SIGABRT) in about a third of two-rank runs on this machine, and
     # torchrun then reports the run as failed. MMEngine never destroys the group, so mmfix does at exit.
@@ -251,6 +257,8 @@ def test_the_gloo_group_is_destroyed_before_interpreter_teardown(tmp_path: Path,
         all_gather_object({{"rank": dist.get_rank()}})
         if {destroyed_by_script}:
             dist.destroy_process_group()  # a script that cleans up itself is left alone
+        if {switched_off}:
+            mmfix.disable()  # switched off: the exit is stock again (the group is left as MMEngine leaves it)
     """
     env = clean_env(
         CUDA_VISIBLE_DEVICES="",
@@ -262,5 +270,5 @@ def test_the_gloo_group_is_destroyed_before_interpreter_teardown(tmp_path: Path,
     )
     proc = run_python(code, env=env, check=False, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert seen.read_text() == "False"
+    assert seen.read_text() == expected
     assert "Traceback" not in proc.stderr

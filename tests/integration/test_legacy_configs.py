@@ -267,7 +267,8 @@ def test_open_images_2x_config_trains_and_evaluates_after_mmfix_image_metas(mmde
     assert f"mmfix image-metas {config}" in out
 
     mmfix_cli = Path(sys.executable).parent / "mmfix"
-    proc = run([str(mmfix_cli), "image-metas", str(config)], env=clean_env())
+    # --nproc 2: the images are read by a process pool, as on a many-core machine by default
+    proc = run([str(mmfix_cli), "image-metas", str(config), "--nproc", "2"], env=clean_env())
     assert proc.returncode == 0, proc.stderr
     assert f"wrote {train_metas} (6 images" in proc.stderr
     assert "validation-image-metas.pkl exists, kept" in proc.stderr  # the user's own file is not rewritten
@@ -295,7 +296,7 @@ def test_mmfix_image_metas_errors_are_one_clear_paragraph(mmdet_dir, coco, tmp_p
     root = write_open_images(tmp_path / "OpenImages")
     (root / "OpenImages" / "train" / "t00003.jpg").unlink()
     config = user_config_open_images_2x(tmp_path / "oi_2x.py", root)
-    proc = run([mmfix_cli, "image-metas", str(config)], env=clean_env())
+    proc = run([mmfix_cli, "image-metas", str(config), "--nproc", "2"], env=clean_env())
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert "cannot read the image" in proc.stderr and "t00003.jpg" in proc.stderr
     assert not (root / "annotations" / "train-image-metas.pkl").exists()  # nothing half-written
@@ -321,7 +322,9 @@ def test_inheritance_base_references_and_custom_imports_work_through_conversion(
                 "train_pipeline = {{_base_.train_pipeline}}",
                 "data = dict(samples_per_gpu=1, train=dict(pipeline=train_pipeline))",
                 "lr_config = dict(step={{_base_.lr_config.step}})",
-                "evaluation = dict(_delete_=True, interval=2, metric=['bbox'])",
+                "evaluation = dict(interval=2, metric=['bbox'])",
+                # _delete_: the base's SGD momentum and weight decay must not reach AdamW
+                "optimizer = dict(_delete_=True, type='AdamW', lr=0.001)",
                 "custom_imports = dict(imports=['user_hooks'], allow_failed_imports=False)",
                 "custom_hooks = [dict(type='UserMarkerHook')]",
             )
@@ -346,6 +349,7 @@ def test_inheritance_base_references_and_custom_imports_work_through_conversion(
     assert [t["type"] for t in train["dataset"]["pipeline"]][-1] == "PackDetInputs"
     steps = [s for s in cfg["param_scheduler"] if s["type"] == "MultiStepLR"]
     assert steps and steps[0]["milestones"] == [8, 11]  # the base's step, through {{_base_.lr_config.step}}
+    assert cfg["optim_wrapper"]["optimizer"] == {"type": "AdamW", "lr": 0.001}
     assert cfg["train_cfg"]["val_interval"] == 2
     assert cfg["val_evaluator"]["metric"] == ["bbox"]
     assert cfg["custom_hooks"] == [{"type": "UserMarkerHook"}]

@@ -334,3 +334,17 @@ def test_open_images_meta_file_the_user_set_is_kept_and_wrapped_sets_get_one():
     cfg["data"]["train"] = {"type": "RepeatDataset", "times": 3, "dataset": cfg["data"]["train"]}
     out, _ = convert(cfg)
     assert out["train_dataloader"]["dataset"]["dataset"]["meta_file"] == "train-image-metas.pkl"
+
+
+def test_every_open_images_part_of_a_concatenated_training_set_gets_its_own_meta_file():
+    load = [{"type": "LoadImageFromFile"}, {"type": "LoadAnnotations", "with_bbox": True}]
+    cfg = _data(load, [{"type": "LoadImageFromFile"}], kind="OpenImagesDataset", label_file="l", hierarchy_file="h")
+    part = cfg["data"]["train"]
+    cfg["data"]["train"] = {
+        "type": "ConcatDataset",
+        "datasets": [dict(part, ann_file="ann/a.csv"), dict(part, ann_file="ann/b.csv")],
+    }
+    out, report = convert(cfg)
+    parts = out["train_dataloader"]["dataset"]["datasets"]
+    assert [p["meta_file"] for p in parts] == ["ann/train-image-metas.pkl", "ann/b-image-metas.pkl"]
+    assert sum("meta_file" in n for n in report.notes) == 2
