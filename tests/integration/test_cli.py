@@ -119,6 +119,7 @@ def test_every_subcommand_help_describes_it_and_its_options() -> None:
         "doctor",
         "inspect",
         "convert-config",
+        "image-metas",
     }
     for name, subparser in sub.choices.items():
         assert subparser.description and len(subparser.description) > 30, name
