@@ -137,17 +137,34 @@ def _destroy_group_at_exit() -> None:
     _exit_hook_registered = True
 
 
+#: After the group is closed, the main thread gives up the GIL this long so that gloo's and torch's
+#: background threads can drop the tensors they still hold while the interpreter is whole: a thread
+#: that takes the GIL during finalisation is ended with pthread_exit, which aborts the process.
+SETTLE_S = 0.2
+
+
+def _close_group() -> None:
+    import gc
+
+    import torch.distributed as dist
+
+    gc.collect()  # frees Runner/DDP/Work cycles (and the tensors they hold) now, not during finalisation
+    dist.destroy_process_group()
+
+
 def _destroy_group() -> None:
     import threading
+    import time
 
     try:
         import torch.distributed as dist
 
         if not (dist.is_available() and dist.is_initialized()):
             return  # the script destroyed it itself
-        closer = threading.Thread(target=dist.destroy_process_group, name="mmfix-destroy-group", daemon=True)
+        closer = threading.Thread(target=_close_group, name="mmfix-destroy-group", daemon=True)
         closer.start()
         closer.join(DESTROY_TIMEOUT_S)
+        time.sleep(SETTLE_S)
         if closer.is_alive():
             _log.warning(
                 f"the distributed process group did not close within {DESTROY_TIMEOUT_S:.0f} s at exit "
