@@ -456,8 +456,6 @@ IDENTICAL, EQUIVALENT, KEPT, OPEN = range(4)
 
 
 def deliberate_reason(cls: str, name: str) -> str | None:
-    import re
-
     for rule, pattern, reason in DELIBERATE:
         if cls == rule and (pattern is None or re.search(pattern, name)):
             return reason
@@ -466,8 +464,6 @@ def deliberate_reason(cls: str, name: str) -> str | None:
 
 def _class(path: str) -> str:
     """A difference's class: its path with list indices and deep detail folded."""
-    import re
-
     folded = re.sub(r"\[\d+\]", "[]", path)
     return ".".join(folded.split(".")[:5])
 
@@ -516,13 +512,13 @@ def main() -> int:
     # A section, and a pair (its worst section), is one of: identical; equivalent (differs only in
     # spelling, e.g. a no-op pad divisor); kept (also differs where the official 3.x config changed
     # what the 2.x config meant and the converter keeps the 2.x meaning); open (a gap).
-    identical, equivalent, kept = collections.Counter[str](), collections.Counter[str](), collections.Counter[str]()
+    # (section or "all sections", tier) -> how many pairs
+    tiers: collections.Counter[tuple[str, int]] = collections.Counter()
     compared: collections.Counter[str] = collections.Counter()
     # (section, class) -> [(config, converted, official)], one entry per pair; open gaps and deliberate apart
     gaps: dict[tuple[str, str], list[tuple[str, Any, Any]]] = collections.defaultdict(list)
     deliberate: dict[tuple[str, str, str], list[tuple[str, Any, Any]]] = collections.defaultdict(list)
     failed_load: list[tuple[str, str]] = []
-    pair_tiers: collections.Counter[int] = collections.Counter()
     # For pairs that are 'kept': which kept 2.x meanings stand between them and equal.
     kept_classes_of_pair: list[frozenset[str]] = []
     built = build_failed = 0
@@ -565,14 +561,9 @@ def main() -> int:
                         gaps[(sec, cls)].append((name, x, y))
                     else:
                         deliberate[(sec, cls, reason)].append((name, x, y))
-            if tier == IDENTICAL:
-                identical[sec] += 1
-            elif tier == EQUIVALENT:
-                equivalent[sec] += 1
-            elif tier == KEPT:
-                kept[sec] += 1
+            tiers[(sec, tier)] += 1
             pair_tier = max(pair_tier, tier)
-        pair_tiers[pair_tier] += 1
+        tiers[("all sections", pair_tier)] += 1
         if pair_tier == KEPT:
             kept_classes_of_pair.append(frozenset(pair_kept))
         if args.build:
@@ -610,9 +601,8 @@ def main() -> int:
     for name, why in failed_load:
         print(f"  not loaded: {name}: {why}")
     print(f"\n{'section':<22}{'identical':>10}{'equal':>8}{'+kept':>7}{'of':>6}{'equal':>9}{'equal or kept':>15}")
-    rows = [(sec, identical[sec], equivalent[sec], kept[sec], compared[sec]) for sec in SECTIONS]
-    rows.append(("all sections", pair_tiers[IDENTICAL], pair_tiers[EQUIVALENT], pair_tiers[KEPT], loaded))
-    for sec, same, equiv, keep, n in rows:
+    for sec, n in [*((sec, compared[sec]) for sec in SECTIONS), ("all sections", loaded)]:
+        same, equiv, keep = (tiers[(sec, t)] for t in (IDENTICAL, EQUIVALENT, KEPT))
         print(
             f"{sec:<22}{same:>10}{same + equiv:>8}{keep:>7}{n:>6}{(same + equiv) / max(n, 1):>9.1%}"
             f"{(same + equiv + keep) / max(n, 1):>15.1%}"

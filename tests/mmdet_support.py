@@ -57,6 +57,9 @@ def write_coco(root: Path, n_train: int = 8, n_val: int = 4) -> Path:
 
 
 OPEN_IMAGES_CLASS = "/m/0box"
+OPEN_IMAGES_HEADER = (  # Open Images V6 box annotations
+    "ImageID,Source,LabelName,Confidence,XMin,XMax,YMin,YMax,IsOccluded,IsTruncated,IsGroupOf,IsDepiction,IsInside"
+)
 
 
 def write_open_images(root: Path, n_train: int = 6, n_val: int = 4) -> Path:
@@ -74,9 +77,6 @@ def write_open_images(root: Path, n_train: int = 6, n_val: int = 4) -> Path:
     (ann / "bbox_labels_600_hierarchy.json").write_text(
         json.dumps({"LabelName": "/m/0bl9f", "Subcategory": [{"LabelName": OPEN_IMAGES_CLASS}]})
     )
-    header = (
-        "ImageID,Source,LabelName,Confidence,XMin,XMax,YMin,YMax,IsOccluded,IsTruncated,IsGroupOf,IsDepiction,IsInside"
-    )
     for split, n, seed, csv_name in (
         ("train", n_train, 0, "oidv6-train-annotations-bbox.csv"),
         ("validation", n_val, 1, "validation-annotations-bbox.csv"),
@@ -84,7 +84,7 @@ def write_open_images(root: Path, n_train: int = 6, n_val: int = 4) -> Path:
         folder = root / "OpenImages" / split
         folder.mkdir(parents=True, exist_ok=True)
         rng = np.random.default_rng(seed)
-        rows, labels, metas = [header], ["ImageID,Source,LabelName,Confidence"], []
+        rows, labels, metas = [OPEN_IMAGES_HEADER], ["ImageID,Source,LabelName,Confidence"], []
         for i in range(n):
             image_id = f"{split[0]}{i:05d}"
             img = np.full((48, 64, 3), 30, np.uint8)

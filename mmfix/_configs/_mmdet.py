@@ -13,7 +13,7 @@ from typing import Any
 
 from .._errors import ConfigConversionError
 from . import _engine
-from ._image_metas import raw_sets
+from ._image_metas import OPEN_IMAGES, raw_sets
 from ._report import Report
 
 LEGACY_DATA_KEYS = ("data", "evaluation")
@@ -431,7 +431,7 @@ def _dataset(
         ds["metainfo"] = {"classes": tuple(ds.pop("classes"))}
         report.moved(f"{where}.classes", f"{where}.metainfo.classes")
     filter_empty = ds.pop("filter_empty_gt", True)
-    open_images = kind in ("OpenImagesDataset", "OpenImagesChallengeDataset")
+    open_images = kind in OPEN_IMAGES
     if test:
         ds["test_mode"] = True
     elif not open_images:  # 2.x's OpenImagesDataset never filtered images (and warned that it could not)

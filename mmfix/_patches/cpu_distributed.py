@@ -42,13 +42,7 @@ def apply() -> str | None:
 
 
 def remove() -> None:
-    global _exit_hook_registered
     _swaps.undo_all()
-    if _exit_hook_registered:  # switched off: the exit is stock again
-        import atexit
-
-        atexit.unregister(_destroy_group)
-        _exit_hook_registered = False
 
 
 def _guarded(hook: Callable[[Any], None]) -> Callable[[Any], None]:
@@ -136,6 +130,13 @@ def _destroy_group_at_exit() -> None:
     atexit.register(_destroy_group)
     _exit_hook_registered = True
 
+    def unregister() -> None:  # switched off: the exit is stock again
+        global _exit_hook_registered
+        atexit.unregister(_destroy_group)
+        _exit_hook_registered = False
+
+    _swaps.on_undo(unregister)
+
 
 #: After the group is closed, the main thread gives up the GIL this long so that gloo's and torch's
 #: background threads can drop the tensors they still hold while the interpreter is whole: a thread
@@ -164,13 +165,14 @@ def _destroy_group() -> None:
         closer = threading.Thread(target=_close_group, name="mmfix-destroy-group", daemon=True)
         closer.start()
         closer.join(DESTROY_TIMEOUT_S)
-        time.sleep(SETTLE_S)
         if closer.is_alive():
             _log.warning(
                 f"the distributed process group did not close within {DESTROY_TIMEOUT_S:.0f} s at exit "
                 "(a peer process gone?); exiting without waiting further.",
                 key="destroy-group-timeout",
             )
+        else:
+            time.sleep(SETTLE_S)
     except Exception as exc:  # an exit hook must never turn a finished run into a failed one
         _log.debug(f"destroying the process group at exit failed: {exc!r}", key="destroy-group")
 

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from mmdet_support import OPEN_IMAGES_HEADER as HEADER
 from mmfix._configs._image_metas import image_names, open_images_sets
 from mmfix._errors import MmfixUsageError
-
-HEADER = "ImageID,Source,LabelName,Confidence,XMin,XMax,YMin,YMax,IsOccluded,IsTruncated,IsGroupOf,IsDepiction,IsInside"
 
 
 def test_csv_lists_each_run_of_an_image_once_in_file_order(tmp_path: Path) -> None:
