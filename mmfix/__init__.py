@@ -23,6 +23,7 @@ _LAZY_ERRORS = (
     "ConfigConversionError",
     "DeviceAssignmentError",
     "MmfixUsageError",
+    "OpUnavailableError",
     "UnusedParametersError",
 )
 

@@ -56,6 +56,14 @@ class DeviceAssignmentError(RuntimeError):
     """A worker's LOCAL_RANK names a GPU this process cannot see."""
 
 
+class OpUnavailableError(NotImplementedError):
+    """An mmcv op that neither a compiled ``mmcv._ext`` nor mmfix's PyTorch ops provide."""
+
+    def __init__(self, message: str, op: str | None = None) -> None:
+        super().__init__(message)
+        self.op = op
+
+
 class UnusedParametersError(RuntimeError):
     """DDP found parameters that took no part in the loss."""
 
@@ -103,10 +111,11 @@ PUBLIC = (
     DeviceAssignmentError,
     UnusedParametersError,
     CheckpointSaveError,
+    OpUnavailableError,
 )
 for _cls in PUBLIC:
     _cls.__module__ = "mmfix"
 del _cls
 
 #: The errors that end a run with their message alone when they reach the top (see _excepthook).
-ENDS_A_RUN = (CheckpointError, CheckpointSaveError, DeviceAssignmentError, UnusedParametersError)
+ENDS_A_RUN = (CheckpointError, CheckpointSaveError, DeviceAssignmentError, UnusedParametersError, OpUnavailableError)

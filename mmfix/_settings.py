@@ -64,6 +64,10 @@ DOCUMENTED = {
         "0",
         "1 lets `--gpus N` on a host without CUDA start more CPU workers than this process has cores.",
     ),
+    "MMFIX_OPS_TORCHVISION": (
+        "1",
+        "0 keeps mmfix's mmcv ops off torchvision's kernels (pure PyTorch everywhere; same values).",
+    ),
     "MMFIX_LAUNCHED": ("", "Set by mmfix in the processes it launched (a loop guard); not for users."),
     "MMFIX_TRANSLATE_ONLY": (
         "",
@@ -173,6 +177,7 @@ class Settings:
         "memory_report",
         "legacy_any_parser",
         "allow_cpu_oversubscribe",
+        "ops_torchvision",
         "launched",
         "translate_only",
         "front_door",
@@ -190,6 +195,7 @@ class Settings:
     memory_report: bool
     legacy_any_parser: bool
     allow_cpu_oversubscribe: bool
+    ops_torchvision: bool
     launched: bool
     translate_only: bool
     front_door: str
@@ -208,6 +214,7 @@ class Settings:
             "memory_report": _bool(env, "MMFIX_MEMORY_REPORT", False),
             "legacy_any_parser": _bool(env, "MMFIX_LEGACY_ANY_PARSER", False),
             "allow_cpu_oversubscribe": _bool(env, "MMFIX_ALLOW_CPU_OVERSUBSCRIBE", False),
+            "ops_torchvision": _bool(env, "MMFIX_OPS_TORCHVISION", True),
             "launched": _bool(env, "MMFIX_LAUNCHED", False),
             "translate_only": _bool(env, "MMFIX_TRANSLATE_ONLY", False),
             "front_door": env.get("MMFIX_FRONT_DOOR", "").strip(),

@@ -96,6 +96,11 @@ PATCHES: dict[str, Patch] = {
             "MMDetection 2.x config files load as their 3.x equivalent; 2.x keys in 3.x configs are applied, never ignored",
         ),
         Patch(
+            "mmcv_ops",
+            "mmcv",
+            "without compiled mmcv ops (mmcv-lite), mmcv._ext is supplied by mmfix's PyTorch ops; compiled ops win",
+        ),
+        Patch(
             "worker_errors",
             "torch",
             "a torchrun worker's uncaught exception is recorded so torchrun's summary names the rank and the error",

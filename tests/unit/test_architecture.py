@@ -97,6 +97,7 @@ def test_public_names_are_exactly_all_and_every_module_is_private() -> None:
         "ConfigConversionError",
         "DeviceAssignmentError",
         "MmfixUsageError",
+        "OpUnavailableError",
         "UnusedParametersError",
         "__version__",
         "disable",
