@@ -125,3 +125,49 @@ def assert_same_call(
     for key in expected_kwargs:
         assert_close(actual_kwargs[key], expected_kwargs[key], what=f"{name} argument {key}", rtol=rtol, atol=atol)
     return actual, actual_args
+
+
+# --- running mmcv's own Python API on one extension or the other ---------------------------
+
+
+class swap_ext:
+    """Within the block, every imported ``mmcv.ops`` module calls ``ext`` as its extension.
+
+    Each ``mmcv/ops/*.py`` keeps the extension as its module global ``ext_module``; swapping
+    that global runs mmcv's real autograd Functions and modules (the code users run) on
+    either extension, in one process: ``with swap_ext(compiled_ext): expected = RoIAlign(...)(x, rois)``.
+    Needs ``import mmcv.ops`` to have worked (mmfix's patch supplies the extension there).
+    """
+
+    def __init__(self, ext: ModuleType) -> None:
+        self.ext = ext
+        self._saved: list[tuple[ModuleType, Any]] = []
+
+    def __enter__(self) -> ModuleType:
+        import sys
+
+        for name, module in list(sys.modules.items()):
+            if name.startswith("mmcv.ops.") and module is not None and hasattr(module, "ext_module"):
+                self._saved.append((module, module.ext_module))
+                module.ext_module = self.ext
+        return self.ext
+
+    def __exit__(self, *exc: object) -> None:
+        for module, original in self._saved:
+            module.ext_module = original
+        self._saved.clear()
+
+
+def import_mmcv_ops(mmfix_ext: ModuleType) -> ModuleType:
+    """``mmcv.ops``, imported with ``mmfix_ext`` as ``mmcv._ext`` where no compiled one is installed.
+
+    The test process keeps mmfix's patches off (tests/conftest.py), so the stand-in is put in
+    ``sys.modules`` directly, as the ``mmcv_ops`` patch would."""
+    import sys
+
+    try:
+        import mmcv.ops
+    except ImportError:
+        sys.modules.setdefault("mmcv._ext", mmfix_ext)
+        import mmcv.ops
+    return mmcv.ops
