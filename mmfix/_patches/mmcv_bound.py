@@ -144,7 +144,12 @@ class _BoundFinder:
 def apply() -> str | None:
     finder = _BoundFinder()
     sys.meta_path.insert(0, finder)
-    _swaps.on_undo(lambda: finder in sys.meta_path and sys.meta_path.remove(finder))
+
+    def undo() -> None:
+        if finder in sys.meta_path:
+            sys.meta_path.remove(finder)
+
+    _swaps.on_undo(undo)
     return None
 
 
