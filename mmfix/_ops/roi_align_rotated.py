@@ -25,8 +25,8 @@ from . import _rotated_checks as check
 _OP = "roi_align_rotated"
 #: Taps (RoIs x bins x samples x 4) whose indices and weights are built at once.
 TAP_CHUNK = 1 << 21
-#: Tap values (taps x channels) gathered or scattered at once.
-VALUE_CHUNK = 1 << 23
+#: Partial sums (RoIs x bins x channels) accumulated at once: about 2 MB, to stay in cache.
+VALUE_CHUNK = 1 << 19
 
 
 def _taps(
@@ -191,6 +191,43 @@ def _table(features: Tensor, dtype: torch.dtype) -> Tensor:
     return table
 
 
+def _gather(table: Tensor, rows: Tensor, weights: Tensor) -> Tensor:
+    """sum over taps t of weights[r, b, t] * table[rows[r, b, t]]: (R, bins, C).
+
+    Tap by tap over a few RoIs at a time, so the partial sums stay in cache and the
+    (taps x channels) values are never all in memory."""
+    num_rois, bins, taps = rows.shape
+    channels = table.shape[1]
+    out = table.new_empty(num_rois, bins, channels)
+    step = max(1, VALUE_CHUNK // max(1, bins * channels))
+    buffer = table.new_empty(step * bins, channels)
+    for start in range(0, num_rois, step):
+        index = rows[start : start + step].reshape(-1, taps)
+        weight = weights[start : start + step].reshape(-1, taps)
+        n = index.shape[0]
+        acc = out[start : start + step].view(n, channels)
+        values = buffer[:n]
+        torch.index_select(table, 0, index[:, 0], out=values)
+        torch.mul(values, weight[:, :1], out=acc)
+        for t in range(1, taps):
+            torch.index_select(table, 0, index[:, t], out=values)
+            acc.addcmul_(values, weight[:, t : t + 1])
+    return out
+
+
+def _scatter(table: Tensor, rows: Tensor, weights: Tensor, grads: Tensor) -> None:
+    """table[rows[r, b, t]] += weights[r, b, t] * grads[r, b] for every tap, in place."""
+    num_rois, bins, taps = rows.shape
+    channels = table.shape[1]
+    step = max(1, VALUE_CHUNK // max(1, bins * channels))
+    for start in range(0, num_rois, step):
+        index = rows[start : start + step].reshape(-1, taps)
+        weight = weights[start : start + step].reshape(-1, taps)
+        grad = grads[start : start + step].reshape(-1, channels)
+        for t in range(taps):
+            table.index_add_(0, index[:, t], grad * weight[:, t : t + 1])
+
+
 def roi_align_rotated_forward(
     input: Tensor,
     rois: Tensor,
@@ -224,14 +261,7 @@ def roi_align_rotated_forward(
                 boxes[part], height, width, pooled, spatial_scale, sampling_ratio, aligned, clockwise, grid
             )
             rows = torch.where(weights == 0, zero_row, rows)
-            acc = torch.zeros(rows.shape[0], rows.shape[1], c, dtype=dtype, device=input.device)
-            taps = rows.shape[2]
-            step = max(1, VALUE_CHUNK // max(1, rows.shape[0] * rows.shape[1] * c))
-            for t in range(0, taps, step):
-                r = rows[:, :, t : t + step]
-                values = table[r.reshape(-1)].view(*r.shape, c)
-                acc += torch.einsum("rbtc,rbt->rbc", values, weights[:, :, t : t + step])
-            result[part] = acc / count.clamp(min=1).view(-1, 1, 1)
+            result[part] = _gather(table, rows, weights) / count.clamp(min=1).view(-1, 1, 1)
         output.copy_(result.permute(0, 2, 1).reshape(output.shape).to(output.dtype))
 
 
@@ -276,11 +306,6 @@ def roi_align_rotated_backward(
             # The kernel divides by the sample count itself (0 for an empty RoI, whose
             # grid then has no samples at all).
             scaled = grads[part] / count.view(-1, 1, 1)
-            taps = rows.shape[2]
-            step = max(1, VALUE_CHUNK // max(1, rows.shape[0] * rows.shape[1] * c))
-            for t in range(0, taps, step):
-                r = rows[:, :, t : t + step]
-                contributions = scaled.unsqueeze(2) * weights[:, :, t : t + step].unsqueeze(3)
-                table.index_add_(0, r.reshape(-1), contributions.reshape(-1, c))
+            _scatter(table, rows, weights, scaled)
         added = table[:-1].view(n, height, width, c).permute(0, 3, 1, 2)
         bottom_grad += added.to(bottom_grad.dtype)
