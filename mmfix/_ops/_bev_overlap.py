@@ -135,7 +135,14 @@ def iou_of_pairs(boxes_a: Tensor, boxes_b: Tensor) -> Tensor:
 
 def near_pairs(boxes_a: Tensor, boxes_b: Tensor) -> tuple[Tensor, Tensor]:
     """(i, j) of the pairs of (N, 7) and (M, 7) boxes that may have a candidate point, row-major."""
-    return _rotated_boxes.near_pairs(boxes_a[:, [0, 1, 3, 4]], boxes_b[:, [0, 1, 3, 4]], margin=FAR_MARGIN)
+    return _rotated_boxes.near_pairs(_reach(boxes_a), _reach(boxes_b), margin=FAR_MARGIN)
+
+
+def _reach(boxes: Tensor) -> _rotated_boxes.Reach:
+    # This kernel tests corners by rotating them into the box's frame: no thin-box strips.
+    radius = _rotated_boxes.circumradius(boxes[:, 3], boxes[:, 4])
+    never_thin = torch.full_like(radius, float("inf"))
+    return _rotated_boxes.Reach(boxes[:, 0], boxes[:, 1], radius, never_thin, torch.zeros_like(radius))
 
 
 def overlap_grid(boxes_a: Tensor, boxes_b: Tensor) -> Tensor:

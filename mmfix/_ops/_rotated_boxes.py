@@ -10,18 +10,22 @@ convex hull and area, so the results are the CPU kernel's to the bit (its quirks
 included: see there).
 
 Pairs whose circumscribed circles are clearly apart meet nowhere, and the kernel gives
-them exactly 0, so only the others are computed; they are computed in chunks of pairs,
+them exactly 0 (unless a box is so thin that an edge rounds to zero: see ``Reach``), so
+only the others are computed; they are computed in chunks of pairs,
 which bounds the memory whatever the number of boxes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Callable, NamedTuple
 
 import torch
 from torch import Tensor
 
 from ._graham import hull_area
+from ._greedy_nms import Suppresses
 
 #: Pairs computed at once: about 3 KiB of intermediates each (24 candidate vertices).
 PAIR_CHUNK = 1 << 15
@@ -117,16 +121,77 @@ def quad_intersection_area(p1x: Tensor, p1y: Tensor, p2x: Tensor, p2y: Tensor) -
     return hull_area(xs, ys, valid)
 
 
-def _apart(x1: Tensor, y1: Tensor, r1: Tensor, x2: Tensor, y2: Tensor, r2: Tensor, margin: float) -> Tensor:
-    """Pairs whose circumscribed circles are clearly apart (never true for nan or inf)."""
-    dx = x1 - x2
-    dy = y1 - y2
-    reach = (r1 + r2) * _APART + margin
-    return dx * dx + dy * dy > reach * reach
+class Reach(NamedTuple):
+    """Per box (N,): a circle holding everything its pair tests can touch, and how thin it may be.
+
+    The kernel's corner test projects onto two edges of a box; an edge that rounds to zero
+    length at the pair's coordinates turns it into an infinite strip, so a thin box can
+    "contain" the corners of a box far away (and the kernel then reports an overlap, or an
+    infinite IoU). Pairs are skipped only if neither box is that thin: ``edge`` is its
+    shortest tested edge, ``size`` the magnitude of its coordinates."""
+
+    x: Tensor
+    y: Tensor
+    radius: Tensor
+    edge: Tensor
+    size: Tensor
+
+    def row(self, part: slice) -> Reach:
+        return Reach(*(v[part, None] for v in self))
+
+    def column(self) -> Reach:
+        return Reach(*(v[None, :] for v in self))
+
+
+#: An edge shorter than this many float epsilons of the pair's coordinates may round to zero.
+_THIN = 256
+
+
+def _skippable(first: Reach, second: Reach, margin: float) -> Tensor:
+    """Pairs (broadcast) the kernel certainly gives 0: far apart and not thin (never for nan or inf)."""
+    dx = first.x - second.x
+    dy = first.y - second.y
+    reach = (first.radius + second.radius) * _APART + margin
+    apart = dx * dx + dy * dy > reach * reach
+    scale = (first.size + second.size) * (_THIN * torch.finfo(first.x.dtype).eps)
+    return apart & (first.edge > scale) & (second.edge > scale)
 
 
 def circumradius(w: Tensor, h: Tensor) -> Tensor:
     return torch.sqrt(w * w + h * h) / 2
+
+
+def rotated_reach(boxes: Tensor) -> Reach:
+    x, y, w, h = boxes[:, 0], boxes[:, 1], boxes[:, 2].abs(), boxes[:, 3].abs()
+    return Reach(x, y, circumradius(w, h), torch.minimum(w, h), x.abs() + y.abs() + w + h)
+
+
+def quadri_reach(quads: Tensor) -> Reach:
+    """Around the 4 corners and the region the corner test accepts.
+
+    That test takes P as inside when 0 <= AP·AB <= |AB|² and 0 <= AP·AD <= |AD|² (A, B, D
+    the corners 0, 1, 3): a parallelogram with sides perpendicular to AB and AD, which is
+    the quadrilateral only for rectangles, and reaches far (or without end) when AB and AD
+    are nearly parallel. Its corners are A + M⁻¹(a, b) for a in {0, |AB|²}, b in {0, |AD|²}."""
+    xs, ys = quads[:, 0::2], quads[:, 1::2]
+    abx, aby = xs[:, 1] - xs[:, 0], ys[:, 1] - ys[:, 0]
+    adx, ady = xs[:, 3] - xs[:, 0], ys[:, 3] - ys[:, 0]
+    det = abx * ady - aby * adx
+    ab2, ad2 = abx * abx + aby * aby, adx * adx + ady * ady
+    region_x = torch.stack((ab2 * ady, -ad2 * aby, ab2 * ady - ad2 * aby), 1) / det[:, None] + xs[:, :1]
+    region_y = torch.stack((-ab2 * adx, ad2 * abx, -ab2 * adx + ad2 * abx), 1) / det[:, None] + ys[:, :1]
+    cx, cy = xs.mean(1), ys.mean(1)
+    all_x, all_y = torch.cat((xs, region_x), 1), torch.cat((ys, region_y), 1)
+    radius = torch.sqrt((all_x - cx[:, None]) ** 2 + (all_y - cy[:, None]) ** 2).amax(1)
+    size = xs.abs().amax(1) + ys.abs().amax(1)
+    return Reach(cx, cy, radius, torch.sqrt(torch.minimum(ab2, ad2)), size)
+
+
+def _iou(inter: Tensor, area1: Tensor, area2: Tensor, mode_flag: int) -> Tensor:
+    base = area1 + area2 - inter if mode_flag == 0 else area1
+    iou = inter / base
+    empty = (area1.double() < _EMPTY_AREA) | (area2.double() < _EMPTY_AREA)
+    return torch.where(empty, torch.zeros_like(iou), iou)
 
 
 def rotated_iou_of_pairs(boxes1: Tensor, boxes2: Tensor, mode_flag: int) -> Tensor:
@@ -137,53 +202,109 @@ def rotated_iou_of_pairs(boxes1: Tensor, boxes2: Tensor, mode_flag: int) -> Tens
     p1x, p1y = rotated_corners(x1, y1, w1, h1, boxes1[:, 4])
     p2x, p2y = rotated_corners(x2, y2, w2, h2, boxes2[:, 4])
     inter = quad_intersection_area(p1x, p1y, p2x, p2y)
-    area1 = w1 * h1
-    area2 = w2 * h2
-    base = area1 + area2 - inter if mode_flag == 0 else area1
-    iou = inter / base
-    empty = (area1.double() < _EMPTY_AREA) | (area2.double() < _EMPTY_AREA)
-    return torch.where(empty, torch.zeros_like(iou), iou)
+    return _iou(inter, w1 * h1, w2 * h2, mode_flag)
 
 
-def rotated_iou_pairs(boxes1: Tensor, boxes2: Tensor, mode_flag: int = 0) -> Tensor:
-    """IoU (or IoF) of each aligned pair of (P, 5) rotated boxes, as box_iou_rotated's kernel."""
+def _quad_area(px: Tensor, py: Tensor) -> Tensor:
+    """quadri_box_area: the two fan triangles from corner 0, each |cross|, summed, halved."""
+    ux, uy = px - px[:, :1], py - py[:, :1]
+    first = (ux[:, 1] * uy[:, 2] - ux[:, 2] * uy[:, 1]).abs()
+    second = (ux[:, 2] * uy[:, 3] - ux[:, 3] * uy[:, 2]).abs()
+    return (first + second) / 2
+
+
+def quadri_iou_of_pairs(quads1: Tensor, quads2: Tensor, mode_flag: int) -> Tensor:
+    """single_box_iou_quadri for each aligned pair of (P, 8) quadrilaterals, without the far-apart test."""
+
+    def shift(column: int) -> Tensor:
+        # The eight coordinates summed in the kernel's order in the boxes' dtype, then / 8.0 in double.
+        total = quads1[:, column] + quads2[:, column]
+        for k in (2, 4, 6):
+            total = total + quads1[:, column + k]
+            total = total + quads2[:, column + k]
+        return total.double() / 8.0
+
+    sx, sy = shift(0)[:, None], shift(1)[:, None]
+    dtype = quads1.dtype
+    p1x, p1y = (quads1[:, 0::2].double() - sx).to(dtype), (quads1[:, 1::2].double() - sy).to(dtype)
+    p2x, p2y = (quads2[:, 0::2].double() - sx).to(dtype), (quads2[:, 1::2].double() - sy).to(dtype)
+    inter = quad_intersection_area(p1x, p1y, p2x, p2y)
+    return _iou(inter, _quad_area(p1x, p1y), _quad_area(p2x, p2y), mode_flag)
+
+
+@dataclass(frozen=True)
+class BoxKind:
+    """How one kind of box is tested: its reach (for skipping pairs) and the kernel's IoU of pairs."""
+
+    reach: Callable[[Tensor], Reach]
+    iou_of_pairs: Callable[[Tensor, Tensor, int], Tensor]
+
+
+ROTATED = BoxKind(rotated_reach, rotated_iou_of_pairs)
+QUADRI = BoxKind(quadri_reach, quadri_iou_of_pairs)
+
+
+def iou_pairs(kind: BoxKind, boxes1: Tensor, boxes2: Tensor, mode_flag: int = 0) -> Tensor:
+    """IoU (or IoF) of each aligned pair of boxes, as the kernel computes it."""
     out = boxes1.new_zeros(boxes1.shape[0])
     if out.numel() == 0:
         return out
-    r1 = circumradius(boxes1[:, 2], boxes1[:, 3])
-    r2 = circumradius(boxes2[:, 2], boxes2[:, 3])
-    near = ~_apart(boxes1[:, 0], boxes1[:, 1], r1, boxes2[:, 0], boxes2[:, 1], r2, 0.0)
+    near = ~_skippable(kind.reach(boxes1), kind.reach(boxes2), 0.0)
     index = near.nonzero().squeeze(1)
     for part in chunks(index.numel(), PAIR_CHUNK):
         rows = index[part]
-        out[rows] = rotated_iou_of_pairs(boxes1[rows], boxes2[rows], mode_flag)
+        out[rows] = kind.iou_of_pairs(boxes1[rows], boxes2[rows], mode_flag)
     return out
 
 
-def near_pairs(boxes1: Tensor, boxes2: Tensor, margin: float = 0.0) -> tuple[Tensor, Tensor]:
-    """(i, j) of every pair of (N, ≥4) and (M, ≥4) centred boxes whose circles may meet, row-major."""
-    r1 = circumradius(boxes1[:, 2], boxes1[:, 3])
-    r2 = circumradius(boxes2[:, 2], boxes2[:, 3])
-    x2, y2 = boxes2[None, :, 0], boxes2[None, :, 1]
-    rows_per_chunk = max(1, GRID_CHUNK // max(1, boxes2.shape[0]))
+def near_pairs(first: Reach, second: Reach, margin: float = 0.0) -> tuple[Tensor, Tensor]:
+    """(i, j) of every pair of the (N,) and (M,) boxes that cannot be skipped, row-major."""
+    columns = second.column()
+    rows_per_chunk = max(1, GRID_CHUNK // max(1, second.x.shape[0]))
     found_i, found_j = [], []
-    for part in chunks(boxes1.shape[0], rows_per_chunk):
-        apart = _apart(boxes1[part, 0, None], boxes1[part, 1, None], r1[part, None], x2, y2, r2[None, :], margin)
-        i, j = (~apart).nonzero(as_tuple=True)
+    for part in chunks(first.x.shape[0], rows_per_chunk):
+        i, j = (~_skippable(first.row(part), columns, margin)).nonzero(as_tuple=True)
         found_i.append(i + part.start)
         found_j.append(j)
     if not found_i:
-        empty = torch.zeros(0, dtype=torch.long, device=boxes1.device)
+        empty = torch.zeros(0, dtype=torch.long, device=first.x.device)
         return empty, empty
     return torch.cat(found_i), torch.cat(found_j)
 
 
-def rotated_iou_grid(boxes1: Tensor, boxes2: Tensor, mode_flag: int = 0) -> Tensor:
-    """IoU (or IoF) of every pair of (N, 5) and (M, 5) rotated boxes: (N * M,), row-major."""
+def iou_grid(kind: BoxKind, boxes1: Tensor, boxes2: Tensor, mode_flag: int = 0) -> Tensor:
+    """IoU (or IoF) of every pair of (N, ·) and (M, ·) boxes: (N * M,), row-major."""
     n, m = boxes1.shape[0], boxes2.shape[0]
     out = boxes1.new_zeros(n * m)
-    i, j = near_pairs(boxes1, boxes2)
+    i, j = near_pairs(kind.reach(boxes1), kind.reach(boxes2))
     for part in chunks(i.numel(), PAIR_CHUNK):
         rows, cols = i[part], j[part]
-        out[rows * m + cols] = rotated_iou_of_pairs(boxes1[rows], boxes2[cols], mode_flag)
+        out[rows * m + cols] = kind.iou_of_pairs(boxes1[rows], boxes2[cols], mode_flag)
     return out
+
+
+#: Devices whose mmcv kernel (nms_rotated, nms_quadri) suppresses a box whose IoU equals the
+#: threshold (the CPU kernels: ``>=``); elsewhere only above it (the CUDA kernels: ``>``).
+SUPPRESS_AT_EQUAL = {"cpu": True}
+
+
+def suppression(kind: BoxKind, boxes: Tensor, threshold: float, at_equal: bool) -> Suppresses:
+    """Whether ranked box i suppresses ranked box j: IoU(i, j) against the threshold."""
+    # Boxes that do not meet have IoU exactly 0 and are not computed: they suppress
+    # only when 0 passes the threshold.
+    far_suppresses = threshold <= 0.0 if at_equal else threshold < 0.0
+
+    def suppresses(rows: Tensor, cols: Tensor, upper: bool) -> Tensor:
+        first, second = boxes[rows], boxes[cols]
+        out = torch.full((rows.numel(), cols.numel()), far_suppresses, dtype=torch.bool, device=boxes.device)
+        i, j = near_pairs(kind.reach(first), kind.reach(second))
+        if upper:
+            ahead = i < j
+            i, j = i[ahead], j[ahead]
+        for part in chunks(i.numel(), PAIR_CHUNK):
+            a, b = i[part], j[part]
+            iou = kind.iou_of_pairs(first[a], second[b], 0)
+            out[a, b] = iou >= threshold if at_equal else iou > threshold
+        return out
+
+    return suppresses

@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 from . import _rotated_checks as check
-from ._rotated_boxes import MODES, rotated_iou_grid, rotated_iou_pairs
+from ._rotated_boxes import MODES, ROTATED, iou_grid, iou_pairs
 
 _OP = "box_iou_rotated"
 _LAYOUT = "(x_ctr, y_ctr, w, h, angle)"
@@ -31,8 +31,8 @@ def box_iou_rotated(boxes1: Tensor, boxes2: Tensor, ious: Tensor, mode_flag: int
             if rows != cols:
                 check.numel(_OP, "boxes2", boxes2, rows * 5, f"aligned=True with {rows} boxes in boxes1")
             check.numel(_OP, "ious", ious, rows, "aligned=True (one value per pair)")
-            values = rotated_iou_pairs(boxes1, boxes2, mode)
+            values = iou_pairs(ROTATED, boxes1, boxes2, mode)
         else:
             check.numel(_OP, "ious", ious, rows * cols, f"aligned=False with {rows} x {cols} boxes")
-            values = rotated_iou_grid(boxes1, boxes2, mode)
+            values = iou_grid(ROTATED, boxes1, boxes2, mode)
         ious.copy_(values.view(ious.shape))

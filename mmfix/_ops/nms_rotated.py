@@ -26,35 +26,11 @@ import torch
 from torch import Tensor
 
 from . import _rotated_checks as check
-from ._greedy_nms import Suppresses, greedy_keep
-from ._rotated_boxes import PAIR_CHUNK, chunks, near_pairs, rotated_iou_of_pairs
+from ._greedy_nms import greedy_keep
+from ._rotated_boxes import ROTATED, SUPPRESS_AT_EQUAL, suppression
 
 _OP = "nms_rotated"
 _LAYOUT = "(x_ctr, y_ctr, w, h, angle[, label])"
-#: Devices whose mmcv kernel suppresses a box whose IoU equals the threshold (else: above it).
-_SUPPRESS_AT_EQUAL = {"cpu": True}
-
-
-def rotated_suppression(boxes: Tensor, threshold: float, at_equal: bool) -> Suppresses:
-    """Whether ranked box i suppresses ranked box j: IoU(i, j) against the threshold."""
-    # Boxes that do not meet have IoU exactly 0 and are not computed: they suppress
-    # only when 0 passes the threshold.
-    far_suppresses = threshold <= 0.0 if at_equal else threshold < 0.0
-
-    def suppresses(rows: Tensor, cols: Tensor, upper: bool) -> Tensor:
-        first, second = boxes[rows], boxes[cols]
-        out = torch.full((rows.numel(), cols.numel()), far_suppresses, dtype=torch.bool, device=boxes.device)
-        i, j = near_pairs(first, second)
-        if upper:
-            ahead = i < j
-            i, j = i[ahead], j[ahead]
-        for part in chunks(i.numel(), PAIR_CHUNK):
-            a, b = i[part], j[part]
-            iou = rotated_iou_of_pairs(first[a], second[b], 0)
-            out[a, b] = iou >= threshold if at_equal else iou > threshold
-        return out
-
-    return suppresses
 
 
 def nms_rotated(
@@ -81,6 +57,6 @@ def nms_rotated(
             boxes = boxes.float()
         # The kernels take the threshold as a C++ float.
         threshold = torch.tensor(float(iou_threshold), dtype=torch.float32).item()
-        at_equal = _SUPPRESS_AT_EQUAL.get(dets.device.type, False)
-        kept = greedy_keep(boxes.shape[0], rotated_suppression(boxes, threshold, at_equal), boxes.device)
+        at_equal = SUPPRESS_AT_EQUAL.get(dets.device.type, False)
+        kept = greedy_keep(boxes.shape[0], suppression(ROTATED, boxes, threshold, at_equal), boxes.device)
         return ranked[kept]

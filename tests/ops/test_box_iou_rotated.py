@@ -80,6 +80,21 @@ def test_the_hull_of_more_than_17_points(compiled_ext, mmfix_ext, monkeypatch):
     assert seen and max(seen) >= 18
 
 
+def test_thin_boxes_reach_far(compiled_ext, mmfix_ext):
+    """A box whose short side rounds away at the pair's coordinates makes the kernel's corner
+    test an infinite strip: it "contains" boxes far away (IoU > 0, even inf). mmfix computes
+    such pairs instead of skipping them as apart."""
+    gen = torch.Generator().manual_seed(14)
+    thin = random_boxes(gen, 24, spread=4.0)
+    thin[:, 3] = torch.tensor([1e-8, 1e-6, 1e-4, 1e-3]).repeat(6)
+    thin[::3, 4] = 0.0
+    far = random_boxes(gen, 30, spread=4.0)
+    far[:, 1] += torch.tensor([1.0, 1e2, 1e4, 1e5, 3e5]).repeat(6)
+    _, (_, _, ious) = _ious(compiled_ext, mmfix_ext, thin, far)
+    assert (ious != 0).any()
+    _ious(compiled_ext, mmfix_ext, far, thin, mode_flag=1)
+
+
 def test_large_coordinates(compiled_ext, mmfix_ext):
     gen = torch.Generator().manual_seed(4)
     b1 = random_boxes(gen, 40, spread=30.0)
