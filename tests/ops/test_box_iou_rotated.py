@@ -103,6 +103,28 @@ def test_large_coordinates(compiled_ext, mmfix_ext):
     _ious(compiled_ext, mmfix_ext, b1, b2)
 
 
+def test_non_finite_boxes(compiled_ext, mmfix_ext):
+    """nan and inf coordinates, sizes and angles: never skipped as apart, the kernel's values."""
+    nan, inf = float("nan"), float("inf")
+    boxes = torch.tensor(
+        [
+            [0, 0, 2, 1, 0.3],
+            [nan, 0, 1, 1, 0],
+            [0, 0, inf, 1, 0],
+            [0.5, 0.2, 1, 1, nan],
+            [1e30, 0, 1, 1, 0],
+            [0, 0, 1, 1, inf],
+            [0, -inf, 1, 1, 0],
+        ]
+    )
+    for mode_flag in (0, 1):
+        out = torch.zeros(49)
+        compiled_ext.box_iou_rotated(boxes, boxes, out, mode_flag=mode_flag, aligned=False)
+        mine = torch.zeros(49)
+        mmfix_ext.box_iou_rotated(boxes, boxes, mine, mode_flag=mode_flag, aligned=False)
+        torch.testing.assert_close(mine, out, equal_nan=True, **TOL)
+
+
 def test_empty_inputs(compiled_ext, mmfix_ext):
     none = torch.zeros(0, 5)
     some = random_boxes(torch.Generator().manual_seed(0), 3)
