@@ -65,10 +65,11 @@ def _check_labels(name: str, target: torch.Tensor, num_classes: int, *, weighted
     low, high = torch.aminmax(target)
     low_value, high_value = int(low), int(high)
     # The sigmoid loss takes label `num_classes` (and any negative label) as "background": no
-    # column is positive. The softmax loss ignores negative labels; `num_classes` would read the
-    # next sample's probabilities. A per-class weight is looked up by label, so it needs 0 ≤ label < C.
+    # column is positive. The softmax loss ignores negative labels (whatever their weight);
+    # `num_classes` would read the next sample's probabilities. A per-class weight is looked up
+    # by label, so the sigmoid loss then needs 0 ≤ label < num_classes.
     limit = num_classes - 1 if softmax or weighted else num_classes
-    if high_value > limit or (weighted and low_value < 0):
+    if high_value > limit or (weighted and not softmax and low_value < 0):
         wanted = f"0 … {limit}" if weighted else f"at most {limit}"
         why = (
             " (a per-class `weight` is looked up by each sample's label)"
