@@ -11,14 +11,20 @@ for every target (y, x) inside both the grid and the window; other output elemen
 as they were (mmcv passes zeros). The backward functions copy the gradient back along the
 same correspondence into ``grad_input`` (again only where a window element lands on the grid).
 
-Each image is one advanced-indexing gather over broadcast coordinate grids, in chunks of
-target rows so the temporaries stay bounded (PSANet's 97×97 masks on 97×97 features make an
-88-million-element output per image).
+Viewed as (y, x, h, w) — collect's layout, distribute's permuted — both types are one
+operation. Two ways to run it, the same values:
+
+* on CPU, one strided copy per window element (a, b): every (h, w) whose element lands on the
+  grid forms a rectangle, and its targets lie on a diagonal of the output with fixed strides.
+  No temporaries at all, and memory-bound; ``h_mask · w_mask`` small copies per image;
+* elsewhere (CUDA), one gather per chunk of destination rows over broadcast coordinate grids:
+  a few kernels instead of thousands of tiny ones, temporaries bounded by the chunk size
+  (PSANet's 97×97 masks on 97×97 features make an 88-million-element output per image).
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import torch
 
@@ -26,39 +32,14 @@ import torch
 _CHUNK_ELEMENTS = 1 << 24
 _TYPES = {0: "collect", 1: "distribute"}
 
-# For each (psa_type, direction): from the 4 destination coordinates (broadcast grids) and the
-# geometry, the 4 source coordinates. Forward: destination (y, x, h, w) for collect and
-# (h, w, y, x) for distribute, source (i, j, h, w) with i = y - h + half_h, j = x - w + half_w.
-# Backward: destination (i, j, h, w), source the forward's destination with y = h + i - half_h.
-_Coords = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 
-
-def _collect_forward(d: _Coords, half_h: int, half_w: int) -> _Coords:
-    y, x, h, w = d
-    return y - h + half_h, x - w + half_w, h, w
-
-
-def _distribute_forward(d: _Coords, half_h: int, half_w: int) -> _Coords:
-    h, w, y, x = d
-    return y - h + half_h, x - w + half_w, h, w
-
-
-def _collect_backward(d: _Coords, half_h: int, half_w: int) -> _Coords:
-    i, j, h, w = d
-    return h + i - half_h, w + j - half_w, h, w
-
-
-def _distribute_backward(d: _Coords, half_h: int, half_w: int) -> _Coords:
-    i, j, h, w = d
-    return h, w, h + i - half_h, w + j - half_w
-
-
-_MAPS: dict[tuple[int, str], Callable[[_Coords, int, int], _Coords]] = {
-    (0, "forward"): _collect_forward,
-    (1, "forward"): _distribute_forward,
-    (0, "backward"): _collect_backward,
-    (1, "backward"): _distribute_backward,
-}
+class _Geometry(NamedTuple):
+    h_feature: int
+    w_feature: int
+    h_mask: int
+    w_mask: int
+    half_h: int
+    half_w: int
 
 
 def _check(
@@ -69,16 +50,14 @@ def _check(
     destination_what: str,
     psa_type: int,
     num: int,
-    h_feature: int,
-    w_feature: int,
-    h_mask: int,
-    w_mask: int,
+    g: _Geometry,
+    *,
     forward: bool,
 ) -> None:
     if psa_type not in _TYPES:
         raise ValueError(f"{name}: psa_type must be 0 (collect) or 1 (distribute), got {psa_type!r}.")
-    mask_shape = (num, h_mask * w_mask, h_feature, w_feature)
-    attention_shape = (num, h_feature * w_feature, h_feature, w_feature)
+    mask_shape = (num, g.h_mask * g.w_mask, g.h_feature, g.w_feature)
+    attention_shape = (num, g.h_feature * g.w_feature, g.h_feature, g.w_feature)
     expected = {
         source_what: (source, mask_shape if forward else attention_shape),
         destination_what: (destination, attention_shape if forward else mask_shape),
@@ -86,45 +65,74 @@ def _check(
     for what, (tensor, shape) in expected.items():
         if tuple(tensor.shape) != shape:
             raise ValueError(
-                f"{name}: `{what}` must have shape {shape} for num_={num}, a {h_feature}×{w_feature} feature map "
-                f"and a {h_mask}×{w_mask} mask, got {tuple(tensor.shape)}. PSAMask needs an input of "
+                f"{name}: `{what}` must have shape {shape} for num_={num}, a {g.h_feature}×{g.w_feature} feature "
+                f"map and a {g.h_mask}×{g.w_mask} mask, got {tuple(tensor.shape)}. PSAMask needs an input of "
                 "(batch, h_mask · w_mask, H, W)."
             )
 
 
-def _paste(
-    source: torch.Tensor,
-    destination: torch.Tensor,
-    source_shape: tuple[int, int, int, int],
-    destination_shape: tuple[int, int, int, int],
-    mapping: Callable[[_Coords, int, int], _Coords],
-    half_h: int,
-    half_w: int,
-) -> None:
-    """``destination[n][d] = source[n][mapping(d)]`` wherever the mapped coordinate is inside ``source``."""
-    device = source.device
-    first, second, third, fourth = destination_shape
-    per_row = second * third * fourth
-    step = max(1, _CHUNK_ELEMENTS // max(1, per_row))
-    grids = [torch.arange(size, device=device) for size in destination_shape]
-    broadcast = (grids[1].view(1, -1, 1, 1), grids[2].view(1, 1, -1, 1), grids[3].view(1, 1, 1, -1))
-    for n in range(source.size(0)):
-        image = source[n].reshape(source_shape)
-        slab = destination[n]
-        work = slab if slab.is_contiguous() else slab.contiguous()
-        target = work.view(destination_shape)
-        for start in range(0, first, step):
-            rows = grids[0][start : start + step]
-            coords: _Coords = (rows.view(-1, 1, 1, 1), *broadcast)
-            inside = torch.ones((), dtype=torch.bool, device=device)
-            clamped = []
-            for coordinate, size in zip(mapping(coords, half_h, half_w), source_shape):
-                inside = inside & (coordinate >= 0) & (coordinate < size)
-                clamped.append(coordinate.clamp(0, size - 1))
-            block = target[start : start + step]
-            block.copy_(torch.where(inside, image[tuple(clamped)], block))
-        if work is not slab:
-            slab.copy_(work)
+def _attention_view(attention: torch.Tensor, psa_type: int, g: _Geometry) -> torch.Tensor:
+    """One image's (H·W, H, W) attention map as (y, x, h, w): target (y, x) of the window around (h, w)."""
+    four = attention.view(g.h_feature, g.w_feature, g.h_feature, g.w_feature)
+    return four if psa_type == 0 else four.permute(2, 3, 0, 1)  # distribute stores (h, w, y, x)
+
+
+def _copy_windows(mask: torch.Tensor, attention: torch.Tensor, g: _Geometry, forward: bool) -> None:
+    """CPU: for each window element (a, b), one strided copy between ``mask[a, b]`` and the grid."""
+    sy, sx, sh, sw = attention.stride()
+    base = attention.storage_offset()
+    for a in range(g.h_mask):
+        # Rows h whose element a lands on the grid: 0 <= a + h - half_h < H.
+        h0, h1 = max(0, g.half_h - a), min(g.h_feature, g.h_feature + g.half_h - a)
+        if h0 >= h1:
+            continue
+        for b in range(g.w_mask):
+            w0, w1 = max(0, g.half_w - b), min(g.w_feature, g.w_feature + g.half_w - b)
+            if w0 >= w1:
+                continue
+            # attention[a + h - half_h, b + w - half_w, h, w] for h in [h0, h1), w in [w0, w1)
+            offset = base + (a + h0 - g.half_h) * sy + (b + w0 - g.half_w) * sx + h0 * sh + w0 * sw
+            pasted = attention.as_strided((h1 - h0, w1 - w0), (sy + sh, sx + sw), offset)
+            window = mask[a, b, h0:h1, w0:w1]
+            if forward:
+                pasted.copy_(window)
+            else:
+                window.copy_(pasted)
+
+
+def _gather_windows(mask: torch.Tensor, attention: torch.Tensor, g: _Geometry, forward: bool) -> None:
+    """Any device: destination[i, j, h, w] = source[i ∓ (h - half_h), j ∓ (w - half_w), h, w] where inside."""
+    destination, source = (attention, mask) if forward else (mask, attention)
+    sign = -1 if forward else 1  # forward: mask row a = y - (h - half_h); backward: y = a + (h - half_h)
+    device = mask.device
+    first, second, height, width = destination.shape
+    step = max(1, _CHUNK_ELEMENTS // max(1, second * height * width))
+    j = torch.arange(second, device=device).view(1, -1, 1, 1)
+    h = torch.arange(height, device=device).view(1, 1, -1, 1)
+    w = torch.arange(width, device=device).view(1, 1, 1, -1)
+    source_j = j + sign * (w - g.half_w)
+    inside_j = (source_j >= 0) & (source_j < source.size(1))
+    source_j = source_j.clamp(0, source.size(1) - 1)
+    for start in range(0, first, step):
+        i = torch.arange(start, min(first, start + step), device=device).view(-1, 1, 1, 1)
+        source_i = i + sign * (h - g.half_h)
+        inside = (source_i >= 0) & (source_i < source.size(0)) & inside_j
+        values = source[source_i.clamp(0, source.size(0) - 1), source_j, h, w]
+        block = destination[start : start + step]
+        block.copy_(torch.where(inside, values, block))
+
+
+#: The strided copies where small operations are cheap; other devices gather.
+_STRATEGIES: dict[str, Callable[[torch.Tensor, torch.Tensor, _Geometry, bool], None]] = {"cpu": _copy_windows}
+
+
+def _paste(masks: torch.Tensor, attentions: torch.Tensor, psa_type: int, g: _Geometry, forward: bool) -> None:
+    """Image by image, between the (N, h_mask·w_mask, H, W) masks and the (N, H·W, H, W) attention maps."""
+    run = _STRATEGIES.get(masks.device.type, _gather_windows)
+    for n in range(masks.size(0)):
+        # Splitting a dimension is always a view, whatever the strides: results land in place.
+        mask = masks[n].view(g.h_mask, g.w_mask, g.h_feature, g.w_feature)
+        run(mask, _attention_view(attentions[n], psa_type, g), g, forward)
 
 
 def psamask_forward(
@@ -141,18 +149,9 @@ def psamask_forward(
 ) -> None:
     """Pastes each position's attention window into ``output`` (see the module docstring)."""
     psa_type = int(psa_type)
-    _check(
-        "psamask_forward", input, "input", output, "output", psa_type, num_, h_feature, w_feature, h_mask, w_mask, True
-    )
-    _paste(
-        input,
-        output,
-        (h_mask, w_mask, h_feature, w_feature),
-        (h_feature, w_feature, h_feature, w_feature),
-        _MAPS[psa_type, "forward"],
-        int(half_h_mask),
-        int(half_w_mask),
-    )
+    g = _Geometry(int(h_feature), int(w_feature), int(h_mask), int(w_mask), int(half_h_mask), int(half_w_mask))
+    _check("psamask_forward", input, "input", output, "output", psa_type, int(num_), g, forward=True)
+    _paste(input, output, psa_type, g, forward=True)
 
 
 def psamask_backward(
@@ -169,26 +168,8 @@ def psamask_backward(
 ) -> None:
     """Copies the gradient of every pasted window element back to the mask channel it came from."""
     psa_type = int(psa_type)
+    g = _Geometry(int(h_feature), int(w_feature), int(h_mask), int(w_mask), int(half_h_mask), int(half_w_mask))
     _check(
-        "psamask_backward",
-        grad_output,
-        "grad_output",
-        grad_input,
-        "grad_input",
-        psa_type,
-        num_,
-        h_feature,
-        w_feature,
-        h_mask,
-        w_mask,
-        False,
+        "psamask_backward", grad_output, "grad_output", grad_input, "grad_input", psa_type, int(num_), g, forward=False
     )
-    _paste(
-        grad_output,
-        grad_input,
-        (h_feature, w_feature, h_feature, w_feature),
-        (h_mask, w_mask, h_feature, w_feature),
-        _MAPS[psa_type, "backward"],
-        int(half_h_mask),
-        int(half_w_mask),
-    )
+    _paste(grad_input, grad_output, psa_type, g, forward=False)

@@ -12,6 +12,16 @@ from ops_support import assert_same_call, import_mmcv_ops, swap_ext
 COLLECT, DISTRIBUTE = 0, 1
 
 
+@pytest.fixture(params=["strided copies", "gather"])
+def strategy(request, monkeypatch):
+    """Both ways mmfix runs the op (CPU: strided copies; CUDA: gathers), here on CPU."""
+    from mmfix._ops import psamask
+
+    if request.param == "gather":
+        monkeypatch.setattr(psamask, "_STRATEGIES", {})
+    return request.param
+
+
 def _geometry(num: int, h: int, w: int, hm: int, wm: int, half_h: int | None = None, half_w: int | None = None) -> dict:
     return dict(
         num_=num,
@@ -58,7 +68,7 @@ SHAPES = [
 
 @pytest.mark.parametrize("psa_type", [COLLECT, DISTRIBUTE])
 @pytest.mark.parametrize(("num", "h", "w", "hm", "wm", "half_h", "half_w"), SHAPES)
-def test_matches_compiled(compiled_ext, mmfix_ext, psa_type, num, h, w, hm, wm, half_h, half_w):
+def test_matches_compiled(compiled_ext, mmfix_ext, strategy, psa_type, num, h, w, hm, wm, half_h, half_w):
     g = _geometry(num, h, w, hm, wm, half_h, half_w)
     torch.manual_seed(num * 1000 + h * 100 + w * 10 + hm + psa_type)
     mask = torch.randn(num, hm * wm, h, w)
@@ -81,18 +91,27 @@ def test_matches_compiled(compiled_ext, mmfix_ext, psa_type, num, h, w, hm, wm, 
     dtype=st.sampled_from([torch.float32, torch.float64]),
 )
 def test_matches_compiled_on_random_geometry(compiled_ext, mmfix_ext, psa_type, num, h, w, hm, wm, dtype):
+    from mmfix._ops import psamask
+
     g = _geometry(num, h, w, hm, wm)
     generator = torch.Generator().manual_seed(h * 64 + w * 8 + hm)
     mask = torch.randn(num, hm * wm, h, w, generator=generator, dtype=dtype)
     output = torch.zeros(num, h * w, h, w, dtype=dtype)
-    assert_same_call(mmfix_ext, compiled_ext, "psamask_forward", mask, output, psa_type=psa_type, **g)
     grad_output = torch.randn(num, h * w, h, w, generator=generator, dtype=dtype)
     grad_input = torch.zeros(num, hm * wm, h, w, dtype=dtype)
-    assert_same_call(mmfix_ext, compiled_ext, "psamask_backward", grad_output, grad_input, psa_type=psa_type, **g)
+    for strategies in (psamask._STRATEGIES, {}):  # strided copies, then gathers
+        saved, psamask._STRATEGIES = psamask._STRATEGIES, strategies
+        try:
+            assert_same_call(mmfix_ext, compiled_ext, "psamask_forward", mask, output, psa_type=psa_type, **g)
+            assert_same_call(
+                mmfix_ext, compiled_ext, "psamask_backward", grad_output, grad_input, psa_type=psa_type, **g
+            )
+        finally:
+            psamask._STRATEGIES = saved
 
 
 @pytest.mark.parametrize("psa_type", [COLLECT, DISTRIBUTE])
-def test_matches_the_definition(mmfix_ext, psa_type):
+def test_matches_the_definition(mmfix_ext, strategy, psa_type):
     """Without the compiled wheel too: the kernel's loops written out."""
     g = _geometry(2, 4, 5, 5, 3)
     torch.manual_seed(psa_type)
@@ -109,20 +128,29 @@ def test_matches_the_definition(mmfix_ext, psa_type):
     torch.testing.assert_close((pasted * grad_output).sum(), (mask * grad_input).sum())
 
 
-def test_non_contiguous_outputs_are_written(mmfix_ext):
+def test_non_contiguous_tensors(mmfix_ext, strategy):
+    """Results land in the tensors passed in, whatever their strides."""
     g = _geometry(2, 3, 4, 3, 3)
     mask = torch.randn(2, 9, 3, 4)
-    expected = torch.zeros(2, 12, 3, 4)
-    mmfix_ext.psamask_forward(mask, expected, psa_type=COLLECT, **g)
-    strided = torch.zeros(2, 3, 4, 12).permute(0, 3, 1, 2)
-    assert not strided.is_contiguous()
-    mmfix_ext.psamask_forward(mask, strided, psa_type=COLLECT, **g)
-    assert torch.equal(strided, expected)
+    for psa_type in (COLLECT, DISTRIBUTE):
+        expected = torch.zeros(2, 12, 3, 4)
+        mmfix_ext.psamask_forward(mask, expected, psa_type=psa_type, **g)
+        strided = torch.zeros(2, 3, 4, 12).permute(0, 3, 1, 2)
+        assert not strided.is_contiguous()
+        strided_mask = mask.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)
+        mmfix_ext.psamask_forward(strided_mask, strided, psa_type=psa_type, **g)
+        assert torch.equal(strided, expected)
+
+        expected_grad = torch.zeros(2, 9, 3, 4)
+        mmfix_ext.psamask_backward(expected, expected_grad, psa_type=psa_type, **g)
+        strided_grad = torch.zeros(2, 3, 4, 9).permute(0, 3, 1, 2)
+        mmfix_ext.psamask_backward(strided, strided_grad, psa_type=psa_type, **g)
+        assert torch.equal(strided_grad, expected_grad)
 
 
 @pytest.mark.parametrize("psa_type", ["collect", "distribute"])
 @pytest.mark.parametrize(("h", "w", "mask_size"), [(6, 5, (5, 5)), (4, 7, (7, 13)), (5, 5, (9, 9))])
-def test_mmcv_psamask_module(compiled_ext, mmfix_ext, psa_type, h, w, mask_size):
+def test_mmcv_psamask_module(compiled_ext, mmfix_ext, strategy, psa_type, h, w, mask_size):
     """mmcv.ops.PSAMask (what MMSegmentation's PSAHead runs), forward and backward, on either extension."""
     ops = import_mmcv_ops(mmfix_ext)
     torch.manual_seed(h * w)
@@ -172,6 +200,7 @@ def test_bad_arguments_are_named(mmfix_ext, change, message):
 def test_chunks_give_the_same_result(mmfix_ext, monkeypatch):
     from mmfix._ops import psamask
 
+    monkeypatch.setattr(psamask, "_STRATEGIES", {})  # chunks are the gathering strategy's
     g = _geometry(2, 5, 6, 7, 7)
     mask = torch.randn(2, 49, 5, 6)
     whole = torch.zeros(2, 30, 5, 6)
