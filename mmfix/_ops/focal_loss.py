@@ -19,14 +19,14 @@ bounded (RetinaNet: ~200k anchors × 80 classes per batch).
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import torch
 
 #: The kernels clamp probabilities to FLT_MIN before taking logs (float32's smallest normal).
 FLT_MIN = torch.finfo(torch.float32).tiny
-#: Elements per chunk of rows: bounds the float temporaries at a few times 16 MiB.
-_CHUNK_ELEMENTS = 1 << 22
+#: Elements per chunk of rows: bounds the float temporaries at a few times 4 MiB.
+_CHUNK_ELEMENTS = 1 << 20
 
 
 def _compute_dtype(tensor: torch.Tensor) -> torch.dtype:
@@ -88,29 +88,48 @@ def _row_step(columns: int) -> int:
     return max(1, _CHUNK_ELEMENTS // max(1, columns))
 
 
-def _chunked(
+class _Rows(NamedTuple):
+    """One chunk of rows of a sigmoid focal loss, in the kernels' terms."""
+
+    right: torch.Tensor  # s: p where the column is the target, 1 - p elsewhere
+    wrong: torch.Tensor  # 1 - s, computed as the kernel does (1 - p, or p itself): not rounded twice
+    log_right: torch.Tensor  # log(max(s, FLT_MIN))
+    is_target: torch.Tensor
+
+
+def _sigmoid_rows(x: torch.Tensor, t: torch.Tensor, classes: torch.Tensor) -> _Rows:
+    # Both kernels: p = 1 / (1 + exp(-x)); the target column uses (p, 1 - p), the others (1 - p, p).
+    p = x.neg().exp_().add_(1).reciprocal_()
+    q = torch.rsub(p, 1)
+    is_target = t.unsqueeze(1) == classes
+    right = torch.where(is_target, p, q)
+    wrong = torch.where(is_target, q, p)
+    return _Rows(right, wrong, right.clamp_min(FLT_MIN).log_(), is_target)
+
+
+def _per_column(rows: _Rows, at_target: float, elsewhere: float) -> torch.Tensor:
+    return torch.where(rows.is_target, rows.right.new_tensor(at_target), rows.right.new_tensor(elsewhere))
+
+
+def _sigmoid_chunks(
     input: torch.Tensor,
     target: torch.Tensor,
     weight: torch.Tensor,
     out: torch.Tensor,
-    compute: Callable[..., torch.Tensor],
+    compute: Callable[[_Rows], torch.Tensor],
 ) -> None:
-    """``out[rows] = compute(x, t, is_target) * weight[t]`` chunk by chunk of rows."""
+    """``out[rows] = compute(rows) * weight[t]``, chunk by chunk of rows."""
     n, num_classes = input.shape
     dtype = _compute_dtype(input)
     classes = torch.arange(num_classes, device=input.device)
+    label_weight = weight.to(dtype) if weight.numel() else None
     step = _row_step(num_classes)
     for start in range(0, n, step):
-        x = input[start : start + step].to(dtype)
-        t = target[start : start + step]
-        value = compute(x, t, t.unsqueeze(1) == classes)
-        if weight.numel():
-            value = value * weight.to(dtype)[t].unsqueeze(1)
-        out[start : start + step].copy_(value)
-
-
-def _log_clamped(q: torch.Tensor) -> torch.Tensor:
-    return q.clamp_min(FLT_MIN).log()
+        rows = slice(start, start + step)
+        value = compute(_sigmoid_rows(input[rows].to(dtype), target[rows], classes))
+        if label_weight is not None:
+            value = value.mul_(label_weight[target[rows]].unsqueeze(1))
+        out[rows].copy_(value)
 
 
 def sigmoid_focal_loss_forward(
@@ -122,13 +141,11 @@ def sigmoid_focal_loss_forward(
     _check_labels(name, target, input.size(1), weighted=bool(weight.numel()), softmax=False)
     gamma, alpha = float(gamma), float(alpha)
 
-    def loss(x: torch.Tensor, t: torch.Tensor, is_target: torch.Tensor) -> torch.Tensor:
-        p = 1.0 / (1.0 + torch.exp(-x))
-        term_p = (1.0 - p).pow(gamma) * _log_clamped(p)
-        term_n = p.pow(gamma) * _log_clamped(1.0 - p)
-        return torch.where(is_target, -alpha * term_p, -(1.0 - alpha) * term_n)
+    def loss(rows: _Rows) -> torch.Tensor:
+        # The kernel's term_p = (1-p)^γ log p and term_n = p^γ log(1-p) are both (1-s)^γ log s.
+        return rows.wrong.pow(gamma).mul_(rows.log_right).mul_(_per_column(rows, -alpha, -(1.0 - alpha)))
 
-    _chunked(input, target, weight, output, loss)
+    _sigmoid_chunks(input, target, weight, output, loss)
 
 
 def sigmoid_focal_loss_backward(
@@ -145,14 +162,18 @@ def sigmoid_focal_loss_backward(
     _check_labels(name, target, input.size(1), weighted=bool(weight.numel()), softmax=False)
     gamma, alpha = float(gamma), float(alpha)
 
-    def grad(x: torch.Tensor, t: torch.Tensor, is_target: torch.Tensor) -> torch.Tensor:
-        p = 1.0 / (1.0 + torch.exp(-x))
-        # (1 - p)^γ (1 - p - γ p log p)   and   p^γ (γ (1 - p) log(1 - p) - p)
-        term_p = (1.0 - p).pow(gamma) * ((1.0 - p) - gamma * p * _log_clamped(p))
-        term_n = p.pow(gamma) * (gamma * (1.0 - p) * _log_clamped(1.0 - p) - p)
-        return torch.where(is_target, -alpha * term_p, -(1.0 - alpha) * term_n)
+    def grad(rows: _Rows) -> torch.Tensor:
+        # term_p = (1-p)^γ ((1-p) - γ p log p) = (1-s)^γ ((1-s) - γ s log s) at the target;
+        # term_n = p^γ (γ (1-p) log(1-p) - p) is the negation of the same with s = 1 - p. Negating
+        # an IEEE difference is exact, so -α·term_p and -(1-α)·term_n are one formula times -α or 1-α.
+        bracket = (rows.right * gamma).mul_(rows.log_right).neg_().add_(rows.wrong)
+        return rows.wrong.pow(gamma).mul_(bracket).mul_(_per_column(rows, -alpha, 1.0 - alpha))
 
-    _chunked(input, target, weight, grad_input, grad)
+    _sigmoid_chunks(input, target, weight, grad_input, grad)
+
+
+def _log_clamped(q: torch.Tensor) -> torch.Tensor:
+    return q.clamp_min(FLT_MIN).log()
 
 
 def _target_probability(softmax: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

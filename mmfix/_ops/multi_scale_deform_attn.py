@@ -7,13 +7,16 @@ Deformable DETR, DINO, Mask2Former's pixel decoder and MMPose's ED-Pose call it 
 For every (batch, query, head, level, point) the kernel samples the head's value map of that
 level bilinearly at ``(loc_x · W - 0.5, loc_y · H - 0.5)``, corners outside the map reading
 zero, skips points with ``y ≤ -1``, ``x ≤ -1``, ``y ≥ H`` or ``x ≥ W`` altogether (their
-gradients are zero too), and sums the samples weighted by the attention weights. Here each
-sample is written as 4 corner rows of the value (a ``(batch · key · head, channel)`` matrix
-with one zero row appended for corners off the map) and a coefficient (bilinear weight ×
-attention weight): the forward is a gather and a weighted sum, the backward a scatter-add
-of the same coefficients (``grad_value``) and dot products of the corner rows with the
-output gradient (``grad_attn_weight``, ``grad_sampling_loc``). The coordinates are computed
-with the kernel's own float arithmetic, so samples land exactly where the kernel's do.
+gradients are zero too), and sums the samples weighted by the attention weights. Here the
+value maps are laid out as the rows of one ``(batch · head · padded keys, channels)`` matrix,
+each level framed by one pixel of zeros (so a corner just off the map reads zero without a
+test), and each sample is 4 corner rows with a coefficient (bilinear weight × attention
+weight): the forward is a gather and a weighted sum, the backward a scatter-add of the same
+coefficients (``grad_value``) and dot products of the corner rows with the output gradient
+(``grad_attn_weight``, ``grad_sampling_loc``). The coordinates and bilinear weights use the
+kernel's own float arithmetic, so samples land in the same cells as the kernel's — unlike
+``grid_sample``, whose rounding can put a point lying exactly on a pixel row into the cell
+above and so give a different location gradient there.
 
 Queries are processed in chunks that bound the gathered rows (the Deformable DETR encoder at
 1333×800 samples 16 points × 4 corners for 22k queries per image); ``im2col_step`` only
@@ -92,61 +95,105 @@ def _check(
     return _Shapes(batch, keys, heads, channels, sampling_loc.size(1), levels, sampling_loc.size(4))
 
 
+class _Layout(NamedTuple):
+    """Each level's (H, W), its first key in ``value`` and in the padded matrix; the padded key count."""
+
+    levels: list[tuple[int, int, int, int]]
+    padded_keys: int
+    #: (levels, 1) tensors for the corner arithmetic: H, W (float and int), padded first key.
+    height: torch.Tensor
+    width: torch.Tensor
+    padded_width: torch.Tensor
+    padded_start: torch.Tensor
+    #: (levels, 1, 4): row offsets of the 4 corners from the top-left one, in the kernel's order
+    #: (low, low), (low, high), (high, low), (high, high).
+    corner_offsets: torch.Tensor
+
+
+def _layout(spatial_shapes: torch.Tensor, level_start_index: torch.Tensor, device: torch.device) -> _Layout:
+    # One small host copy per call (the level sizes are needed to lay the maps out).
+    shapes = [(int(h), int(w)) for h, w in spatial_shapes.tolist()]
+    starts = [int(s) for s in level_start_index.tolist()]
+    levels, padded = [], 0
+    for (h, w), start in zip(shapes, starts):
+        levels.append((h, w, start, padded))
+        padded += (h + 2) * (w + 2)
+
+    def column(values: list[int]) -> torch.Tensor:
+        return torch.tensor(values, dtype=torch.long, device=device).view(-1, 1)
+
+    padded_width = column([w + 2 for _, w, _, _ in levels])
+    offsets = torch.cat([torch.zeros_like(padded_width), torch.ones_like(padded_width)], dim=1)
+    corner_offsets = torch.cat([offsets, offsets + padded_width], dim=1).view(-1, 1, 4)
+    return _Layout(
+        levels,
+        padded,
+        column([h for h, _, _, _ in levels]),
+        column([w for _, w, _, _ in levels]),
+        padded_width,
+        column([p for _, _, _, p in levels]),
+        corner_offsets,
+    )
+
+
+def _padded_maps(value: torch.Tensor, layout: _Layout, dtype: torch.dtype) -> torch.Tensor:
+    """(batch, keys, heads, channels) → rows (batch · heads · padded keys, channels), each map framed by zeros."""
+    batch, _, heads, channels = value.shape
+    padded = value.new_zeros(batch, heads, layout.padded_keys, channels, dtype=dtype)
+    for h, w, start, padded_start in layout.levels:
+        interior = padded[:, :, padded_start : padded_start + (h + 2) * (w + 2)].view(
+            batch, heads, h + 2, w + 2, channels
+        )
+        level = value[:, start : start + h * w].view(batch, h, w, heads, channels).permute(0, 3, 1, 2, 4)
+        interior[:, :, 1 : h + 1, 1 : w + 1].copy_(level)
+    return padded.view(-1, channels)
+
+
+def _add_unpadded(grad_padded: torch.Tensor, layout: _Layout, grad_value: torch.Tensor) -> None:
+    """The inverse layout of ``_padded_maps``, added into ``grad_value`` (the frame is dropped)."""
+    batch, _, heads, channels = grad_value.shape
+    maps = grad_padded.view(batch, heads, layout.padded_keys, channels)
+    for h, w, start, padded_start in layout.levels:
+        interior = maps[:, :, padded_start : padded_start + (h + 2) * (w + 2)].view(
+            batch, heads, h + 2, w + 2, channels
+        )
+        level = grad_value[:, start : start + h * w].view(batch, h, w, heads, channels).permute(0, 3, 1, 2, 4)
+        level.add_(interior[:, :, 1 : h + 1, 1 : w + 1])
+
+
 class _Corners(NamedTuple):
     """The 4 bilinear corners of every sample of one chunk of queries, in the kernel's arithmetic."""
 
-    rows: torch.Tensor  # (chunk, heads, levels, points, 4): row of the padded value matrix
-    weights: torch.Tensor  # (chunk, heads, levels, points, 4): bilinear weight, 0 where the point is skipped
+    rows: torch.Tensor  # (chunk, heads, levels, points, 4): rows of the padded matrix
+    weights: torch.Tensor  # (chunk, heads, levels, points, 4): bilinear weights, 0 where the point is skipped
     lh: torch.Tensor  # (chunk, heads, levels, points): fractional parts, for the location gradient
     lw: torch.Tensor
     inside: torch.Tensor  # (chunk, heads, levels, points): the point is sampled at all
 
 
-def _corners(
-    loc: torch.Tensor,
-    batch_of_query: torch.Tensor,
-    spatial_shapes: torch.Tensor,
-    level_start_index: torch.Tensor,
-    shapes: _Shapes,
-) -> _Corners:
-    """``loc``: (chunk, heads, levels, points, 2) locations in [0, 1] of each query of the chunk."""
+def _corners(loc: torch.Tensor, first_row: torch.Tensor, layout: _Layout) -> _Corners:
+    """``loc``: (chunk, heads, levels, points, 2) in [0, 1]; ``first_row``: (chunk, heads, 1, 1) first
+    row of each query's (batch, head) in the padded matrix."""
     dtype = loc.dtype
-    height = spatial_shapes[:, 0].view(1, 1, -1, 1)
-    width = spatial_shapes[:, 1].view(1, 1, -1, 1)
+    height, width = layout.height, layout.width
     # The kernel: h_im = loc_h * spatial_h - 0.5 (a float product, then the half subtracted).
     h_im = loc[..., 1] * height.to(dtype) - 0.5
     w_im = loc[..., 0] * width.to(dtype) - 0.5
     inside = (h_im > -1) & (w_im > -1) & (h_im < height) & (w_im < width)
-    # Points outside are skipped; park them at 0 so the integer corners stay small.
+    # Skipped points get weight 0; park them at 0 so that their corners stay on the map.
     h_im = torch.where(inside, h_im, torch.zeros_like(h_im))
     w_im = torch.where(inside, w_im, torch.zeros_like(w_im))
-    h_low_f = torch.floor(h_im)
-    w_low_f = torch.floor(w_im)
-    lh = h_im - h_low_f
-    lw = w_im - w_low_f
+    h_low = torch.floor(h_im)
+    w_low = torch.floor(w_im)
+    lh = h_im - h_low
+    lw = w_im - w_low
     hh = 1 - lh
     hw = 1 - lw
-    h_low = h_low_f.long()
-    w_low = w_low_f.long()
-
-    # Corner order as in the kernel: (low, low), (low, high), (high, low), (high, high).
-    ys = torch.stack([h_low, h_low, h_low + 1, h_low + 1], dim=-1)
-    xs = torch.stack([w_low, w_low + 1, w_low, w_low + 1], dim=-1)
-    weights = torch.stack([hh * hw, hh * lw, lh * hw, lh * lw], dim=-1)
-    on_map = (ys >= 0) & (ys < height.unsqueeze(-1)) & (xs >= 0) & (xs < width.unsqueeze(-1)) & inside.unsqueeze(-1)
-    heads = torch.arange(shapes.heads, device=loc.device).view(1, -1, 1, 1, 1)
-    key = level_start_index.view(1, 1, -1, 1, 1) + ys * width.unsqueeze(-1) + xs
-    rows = (batch_of_query.view(-1, 1, 1, 1, 1) * shapes.keys + key) * shapes.heads + heads
-    zero_row = shapes.batch * shapes.keys * shapes.heads  # the appended row of zeros
-    rows = torch.where(on_map, rows, torch.full_like(rows, zero_row))
-    weights = weights * inside.unsqueeze(-1).to(dtype)
+    # The top-left corner (h_low, w_low) is at padded (h_low + 1, w_low + 1).
+    top_left = first_row + layout.padded_start + (h_low.long() + 1) * layout.padded_width + (w_low.long() + 1)
+    rows = top_left.unsqueeze(-1) + layout.corner_offsets
+    weights = torch.stack([hh * hw, hh * lw, lh * hw, lh * lw], dim=-1) * inside.unsqueeze(-1).to(dtype)
     return _Corners(rows, weights, lh, lw, inside)
-
-
-def _padded_value(value: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """``value`` as a (batch · keys · heads + 1, channels) matrix whose last row is zero."""
-    flat = value.reshape(-1, value.size(-1)).to(dtype)
-    return torch.cat([flat, flat.new_zeros(1, flat.size(1))])
 
 
 def _query_chunks(shapes: _Shapes) -> int:
@@ -157,6 +204,13 @@ def _query_chunks(shapes: _Shapes) -> int:
 def _flat_queries(tensor: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """(batch, queries, …) → (batch · queries, …) in the compute dtype."""
     return tensor.reshape(-1, *tensor.shape[2:]).to(dtype)
+
+
+def _first_rows(shapes: _Shapes, layout: _Layout, device: torch.device) -> torch.Tensor:
+    """(batch · queries, heads, 1, 1): the first padded row of each query's (batch, head) maps."""
+    heads = torch.arange(shapes.heads, device=device)
+    batches = torch.arange(shapes.batch, device=device).repeat_interleave(shapes.queries)
+    return ((batches.view(-1, 1) * shapes.heads + heads) * layout.padded_keys).view(-1, shapes.heads, 1, 1)
 
 
 def ms_deform_attn_forward(
@@ -176,17 +230,16 @@ def ms_deform_attn_forward(
     output = value.new_zeros(shapes.batch, shapes.queries, shapes.heads * shapes.channels)
     if output.numel() == 0:
         return output
-    padded = _padded_value(value, dtype)
-    spatial_shapes = value_spatial_shapes.to(value.device)
-    start_index = value_level_start_index.to(value.device)
+    layout = _layout(value_spatial_shapes, value_level_start_index, value.device)
+    padded = _padded_maps(value, layout, dtype)
+    first_rows = _first_rows(shapes, layout, value.device)
     locations = _flat_queries(sampling_locations, dtype)
     weights = _flat_queries(attention_weights, dtype)
-    batch_of_query = torch.arange(shapes.batch, device=value.device).repeat_interleave(shapes.queries)
     out = output.view(-1, shapes.heads, shapes.channels)
     step = _query_chunks(shapes)
     for start in range(0, locations.size(0), step):
         chunk = slice(start, start + step)
-        corners = _corners(locations[chunk], batch_of_query[chunk], spatial_shapes, start_index, shapes)
+        corners = _corners(locations[chunk], first_rows[chunk], layout)
         coefficients = corners.weights * weights[chunk].unsqueeze(-1)  # (chunk, heads, levels, points, 4)
         n, heads = coefficients.shape[:2]
         gathered = padded.index_select(0, corners.rows.reshape(-1)).view(n * heads, -1, shapes.channels)
@@ -228,22 +281,20 @@ def ms_deform_attn_backward(
     if grad_output.numel() == 0:
         return
     dtype = _compute_dtype(value)
-    padded = _padded_value(value, dtype)
+    layout = _layout(value_spatial_shapes, value_level_start_index, value.device)
+    padded = _padded_maps(value, layout, dtype)
     grad_padded = torch.zeros_like(padded)
-    spatial_shapes = value_spatial_shapes.to(value.device)
-    start_index = value_level_start_index.to(value.device)
+    first_rows = _first_rows(shapes, layout, value.device)
     locations = _flat_queries(sampling_locations, dtype)
     weights = _flat_queries(attention_weights, dtype)
     grad_out = grad_output.reshape(-1, shapes.heads, shapes.channels).to(dtype)
-    batch_of_query = torch.arange(shapes.batch, device=value.device).repeat_interleave(shapes.queries)
     grad_loc = torch.empty_like(locations)
     grad_weight = torch.empty_like(weights)
-    height = spatial_shapes[:, 0].to(dtype).view(1, 1, -1, 1)
-    width = spatial_shapes[:, 1].to(dtype).view(1, 1, -1, 1)
+    height, width = layout.height.to(dtype), layout.width.to(dtype)
     step = _query_chunks(shapes)
     for start in range(0, locations.size(0), step):
         chunk = slice(start, start + step)
-        corners = _corners(locations[chunk], batch_of_query[chunk], spatial_shapes, start_index, shapes)
+        corners = _corners(locations[chunk], first_rows[chunk], layout)
         attention = weights[chunk]  # (chunk, heads, levels, points)
         n, heads = attention.shape[:2]
         top_grad = grad_out[chunk].reshape(n * heads, shapes.channels, 1)
@@ -267,7 +318,7 @@ def ms_deform_attn_backward(
         grad_loc[chunk, ..., 0] = width * grad_w * attention
         grad_loc[chunk, ..., 1] = height * grad_h * attention
 
-    grad_value.add_(grad_padded[:-1].view(value.shape))
+    _add_unpadded(grad_padded, layout, grad_value)
     accumulate = shapes.channels > _THREADS_PER_BLOCK
     for target, result in ((grad_sampling_loc, grad_loc), (grad_attn_weight, grad_weight)):
         result = result.view(target.shape)

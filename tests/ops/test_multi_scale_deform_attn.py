@@ -88,6 +88,16 @@ def _reference(value, spatial, start, loc, weight, grad_output=None):
     return output, (g_value, g_loc, g_weight)
 
 
+def _on_pixel(size: int, dtype: torch.dtype) -> float:
+    """A location in [0, 1] whose pixel coordinate loc · size - 0.5 is exactly an integer in ``dtype``."""
+    for k in range(size):
+        loc = torch.tensor((k + 0.5) / size, dtype=dtype)
+        pixel = loc * size - 0.5
+        if pixel == torch.round(pixel):
+            return float(loc)
+    raise AssertionError(f"no exact pixel location for size {size}")
+
+
 CASES = [
     # (batch, level shapes, heads, channels, queries, points)
     (1, [(4, 5)], 1, 3, 5, 1),
@@ -104,6 +114,8 @@ def test_matches_the_cuda_kernel(mmfix_ext, dtype, batch, shapes, heads, channel
     height, width = shapes[0]
     loc[0, 0, 0, 0, 0] = torch.tensor([-0.5 / width, 0.5])
     loc[0, -1, 0, 0, -1] = torch.tensor([0.5, -0.5 / height])
+    # A point exactly on a pixel row and column: the kernel takes the cell below/right (floor).
+    loc[-1, 1, -1, 0, 0] = torch.tensor([_on_pixel(width, dtype), _on_pixel(height, dtype)])
     grad_output = torch.randn(batch, queries, heads * channels, dtype=dtype)
     expected, (g_value, g_loc, g_weight) = _reference(value.double(), spatial, start, loc.double(), weight.double(),
                                                       grad_output.double())  # fmt: skip
