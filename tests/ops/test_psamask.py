@@ -209,3 +209,32 @@ def test_chunks_give_the_same_result(mmfix_ext, monkeypatch):
     chunked = torch.zeros(2, 30, 5, 6)
     mmfix_ext.psamask_forward(mask, chunked, psa_type=DISTRIBUTE, **g)
     assert torch.equal(whole, chunked)
+
+
+@pytest.mark.slow  # importing MMSegmentation's models takes a while
+@pytest.mark.parametrize("psa_type", ["collect", "distribute", "bi-direction"])
+def test_mmseg_psa_head(compiled_ext, mmfix_ext, psa_type):
+    """MMSegmentation's PSAHead (PSANet's decode head) on either extension: outputs and gradients."""
+    import_mmcv_ops(mmfix_ext)
+    pytest.importorskip("mmseg", reason="MMSegmentation is installed with requirements/toolboxes.txt")
+    from mmseg.models.decode_heads.psa_head import PSAHead
+
+    torch.manual_seed(0)
+    # PSANet's geometry, scaled down: the mask is 2·(shrunk feature) - 1 on a side.
+    head = PSAHead(
+        mask_size=(9, 9), psa_type=psa_type, compact=False, shrink_factor=2, in_channels=16, channels=8,
+        num_classes=3, dropout_ratio=0.0, norm_cfg=dict(type="BN"),
+    )  # fmt: skip
+    head.train()
+    features = torch.randn(2, 16, 10, 10)
+    grad = torch.randn(2, 3, 10, 10)
+    results = []
+    for ext in (compiled_ext, mmfix_ext):
+        leaf = features.clone().requires_grad_()
+        head.zero_grad()
+        with swap_ext(ext):
+            out = head([leaf])
+            out.backward(grad)
+        results.append([out.detach(), leaf.grad, *(p.grad.clone() for p in head.parameters())])
+    for actual, expected in zip(results[1], results[0]):
+        torch.testing.assert_close(actual, expected)
