@@ -159,7 +159,8 @@ def sigmoid_focal_loss_backward(
     """``grad_input``: the derivative of the forward loss with respect to the logits (the kernel's closed form)."""
     name = "sigmoid_focal_loss_backward"
     _check(name, input, target, weight, {"grad_input": (grad_input, tuple(input.shape))})
-    _check_labels(name, target, input.size(1), weighted=bool(weight.numel()), softmax=False)
+    if weight.numel():  # unweighted, every label is fine here (mmcv checks them in the forward only)
+        _check_labels(name, target, input.size(1), weighted=True, softmax=False)
     gamma, alpha = float(gamma), float(alpha)
 
     def grad(rows: _Rows) -> torch.Tensor:

@@ -112,8 +112,10 @@ class _Layout(NamedTuple):
 
 def _layout(spatial_shapes: torch.Tensor, level_start_index: torch.Tensor, device: torch.device) -> _Layout:
     # One small host copy per call (the level sizes are needed to lay the maps out).
-    shapes = [(int(h), int(w)) for h, w in spatial_shapes.tolist()]
-    starts = [int(s) for s in level_start_index.tolist()]
+    numbers = torch.cat([spatial_shapes.reshape(-1), level_start_index.to(spatial_shapes.device)]).tolist()
+    count = spatial_shapes.size(0)
+    shapes = [(int(numbers[2 * i]), int(numbers[2 * i + 1])) for i in range(count)]
+    starts = [int(s) for s in numbers[2 * count :]]
     levels, padded = [], 0
     for (h, w), start in zip(shapes, starts):
         levels.append((h, w, start, padded))
