@@ -421,7 +421,12 @@ def _receive(name: bytes, src: int, size: int, path: str) -> int | None:
             return None
         kind, announced = _HELLO.unpack(data)
         if kind == _PLAIN and not fds:
-            return None  # the reader found that a mapped load would not read what a plain load reads
+            _log.info(
+                f"the rank reading {path!r} for this node found that a mapped load would not read what a plain "
+                "load reads; this rank reads its own copy",
+                key="shared-load-plain",
+            )
+            return None
         if kind != _SEGMENT or len(fds) != 1 or announced != size or not _trustworthy(fds[0], size):
             return None
         if not _same_as_own_file(fds[0], src, path):
