@@ -101,16 +101,17 @@ def check(path: str) -> Layout | str:
             return "torch.utils.serialization.config.load.calculate_storage_offsets is set"
         with open(path, "rb") as fh:
             size = os.fstat(fh.fileno()).st_size
-            entries = _directory(fh.fileno(), size)
-            if isinstance(entries, str):
-                return entries
-            reader = torch._C.PyTorchFileReader(fh)
-            return _layout(reader, entries, size)
+            directory = _directory(fh.fileno(), size)
+            if isinstance(directory, str):
+                return directory
+            # torch reads the same open file (a path could be replaced in between)
+            reader = torch._C.PyTorchFileReader(f"/proc/self/fd/{fh.fileno()}")
+            return _layout(reader, *directory, size)
     except (OSError, RuntimeError, ValueError, UnicodeError) as exc:
         return f"its zip archive cannot be read ({type(exc).__name__}: {str(exc)[:200]})"
 
 
-def _layout(reader: Any, entries: dict[str, _Entry], size: int) -> Layout | str:
+def _layout(reader: Any, entries: dict[str, _Entry], directory_at: int, size: int) -> Layout | str:
     first = next(iter(entries))
     prefix = first[: first.find("/") + 1]
     if not prefix or any(not name.startswith(prefix) for name in entries):
@@ -119,11 +120,24 @@ def _layout(reader: Any, entries: dict[str, _Entry], size: int) -> Layout | str:
     theirs = reader.get_all_records()
     if len(theirs) != len(records) or set(theirs) != set(records):
         return "torch's zip reader lists other records than its directory holds"
+    data_at = {}
+    for name, entry in records.items():
+        if not _agrees(reader, name, entry):
+            return f"torch's zip reader places the record {name!r} elsewhere than its directory does"
+        data_at[name] = reader.get_record_offset(name)
+    # Every record (local header and bytes) apart from every other and before the directory: then
+    # each byte torch reads besides the storages' (headers, pickle, byte order, directory) lies
+    # outside every storage, so a copy whose bytes outside the storages equal a file's has the
+    # file's layout too.
+    regions = sorted((entry.header_offset, data_at[name] + entry.compressed) for name, entry in records.items())
+    for (_, end), (later, _) in zip(regions, regions[1:]):
+        if end > later:
+            return "two of its records share bytes"
+    if regions[-1][1] > directory_at:
+        return "a record runs into its zip directory"
     pkl = records.get("data.pkl")
     if pkl is None or pkl.size > pickle_reader.MAX_BYTES:
         return "it has no data.pkl record of a size mmfix reads"
-    if not _agrees(reader, "data.pkl", pkl):
-        return "torch's zip reader places its data.pkl record elsewhere than its directory does"
     try:
         reading = pickle_reader.read(io.BytesIO(reader.get_record("data.pkl")))
     except pickle_reader.PickleUnreadable as exc:
@@ -138,14 +152,11 @@ def _layout(reader: Any, entries: dict[str, _Entry], size: int) -> Layout | str:
             return "its pickle declares a storage in a form torch.save never writes"
         name = f"data/{key}"
         nbytes = numel * ITEMSIZE[type_name]
-        problem = _record_problem(reader, name, records.get(name), nbytes, size)
+        problem = _record_problem(name, records.get(name), nbytes, data_at.get(name, 0))
         if problem:
             return problem
-        spans[name] = (reader.get_record_offset(name), nbytes)
+        spans[name] = (data_at[name], nbytes)
     ordered = tuple(sorted(spans.values()))
-    for (start, length), (later, _) in zip(ordered, ordered[1:]):
-        if start + length > later:
-            return "two of its storage records share bytes"
     structure = size - sum(length for _, length in ordered)
     if structure > MAX_STRUCTURE + _PER_RECORD * len(records):
         return f"{structure:,} of its bytes are neither storages nor the records torch.save writes"
@@ -165,20 +176,15 @@ def _storage_types(reading: pickle_reader.Reading) -> dict[str, str]:
     return out
 
 
-def _record_problem(reader: Any, name: str, entry: _Entry | None, nbytes: int, size: int) -> str | None:
+def _record_problem(name: str, entry: _Entry | None, nbytes: int, offset: int) -> str | None:
     if entry is None:
         return f"its pickle refers to a record {name!r} that the archive does not hold"
     if entry.method != 0 or entry.compressed != entry.size:
         return f"its record {name!r} is compressed (torch.save stores records as they are)"
     if entry.size != nbytes:
         return f"its record {name!r} holds {entry.size:,} bytes and the pickle declares {nbytes:,}"
-    if not _agrees(reader, name, entry):
-        return f"torch's zip reader places {name!r} elsewhere than its directory does"
-    offset = reader.get_record_offset(name)
     if nbytes and offset % ALIGNMENT:
         return f"its record {name!r} is not aligned to {ALIGNMENT} bytes as torch.save writes records"
-    if offset + nbytes > size:
-        return f"its record {name!r} runs past the end of the file"
     return None
 
 
@@ -188,8 +194,9 @@ def _agrees(reader: Any, name: str, entry: _Entry) -> bool:
     )
 
 
-def _directory(fd: int, size: int) -> dict[str, _Entry] | str:
-    """The central directory: full record name -> entry, read in one pass (linear in its size)."""
+def _directory(fd: int, size: int) -> tuple[dict[str, _Entry], int] | str:
+    """The central directory (full record name -> entry) and where it starts, read in one pass
+    (linear in its size)."""
     tail_start = max(0, size - (0xFFFF + _EOCD.size))
     tail = os.pread(fd, size - tail_start, tail_start)
     at = tail.rfind(b"PK\x05\x06")
@@ -239,7 +246,7 @@ def _directory(fd: int, size: int) -> dict[str, _Entry] | str:
         pos = end
     if not entries:
         return "its zip archive holds no records"
-    return entries
+    return entries, cd_offset
 
 
 def _zip64(raw: bytes, at: int, end: int, plain: int, compressed: int, offset: int) -> tuple[int, int, int] | None:

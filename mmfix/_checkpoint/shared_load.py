@@ -230,6 +230,7 @@ def _segment_for(path: str) -> int | None:
             # the n-th load of this file by this process meets the n-th load of the others
             nth = _load_counts[identity] = _load_counts.get(identity, 0) + 1
         name = socket_name(st, nth)
+        own: mappable.Layout | str | None = None  # this rank's file, read while the reader copies it
         for _ in range(3):
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
             try:
@@ -238,7 +239,15 @@ def _segment_for(path: str) -> int | None:
                 sock.close()
                 if exc.errno != errno.EADDRINUSE:
                     raise
-                fd = _receive(name, src, st.st_size, path)
+                own = own or mappable.check(f"/proc/self/fd/{src}")
+                if isinstance(own, str):
+                    _log.info(
+                        f"the ranks of this node read {path!r} the plain way, each its own copy: {own}, so a mapped "
+                        "load would not read what a plain load reads",
+                        key="shared-load-layout",
+                    )
+                    return None
+                fd = _receive(name, src, st, path, own)
                 if fd != _RETRY:
                     return fd
                 continue
@@ -372,8 +381,8 @@ def _serve(sock: socket.socket, fd: int, size: int, expected: int, path: str) ->
                     os.close(fd)
 
 
-def _receive(name: bytes, src: int, size: int, path: str) -> int | None:
-    wait = _settings.current().shared_load_wait
+def _receive(name: bytes, src: int, st: os.stat_result, path: str, layout: mappable.Layout) -> int | None:
+    wait, size = _settings.current().shared_load_wait, st.st_size
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
     fds: list[int] = []
     try:
@@ -429,7 +438,7 @@ def _receive(name: bytes, src: int, size: int, path: str) -> int | None:
             return None
         if kind != _SEGMENT or len(fds) != 1 or announced != size or not _trustworthy(fds[0], size):
             return None
-        if not _same_as_own_file(fds[0], src, path):
+        if not _same_as_own_file(fds[0], src, st, layout, path):
             return None
         return fds.pop()
     finally:
@@ -448,26 +457,33 @@ def _trustworthy(fd: int, size: int) -> bool:
     return stat.S_ISREG(st.st_mode) and st.st_size == size and seals & _IMMUTABLE == _IMMUTABLE
 
 
-def _same_as_own_file(segment: int, src: int, path: str) -> bool:
-    """Whether the segment maps exactly and holds this rank's own file: every byte outside the
-    storages (pickle, zip headers and directory) compared, and the storages' bytes in full up to
-    _SAMPLES windows' worth, in random windows beyond that (reads of the file, no memory)."""
-    layout = mappable.check(f"/proc/self/fd/{segment}")
-    if isinstance(layout, str):
-        _log.info(
-            f"the copy of {path!r} this rank was handed cannot be mapped exactly ({layout}); this rank reads "
-            "its own copy",
-            key="shared-load-layout-follower",
-        )
-        return False
-    if all(_equal(segment, src, start, length) for start, length in [*layout.structure(), *_samples(layout.spans)]):
-        return True
+def _same_as_own_file(segment: int, src: int, st: os.stat_result, layout: mappable.Layout, path: str) -> bool:
+    """Whether the segment holds this rank's own file: every byte outside the storages (headers,
+    pickle, directory: so the segment has the file's layout, which maps exactly) compared, and the
+    storages' bytes in full up to _SAMPLES windows' worth, in random windows beyond that; reads of
+    the file, no memory. The file must not have changed meanwhile (the layout was read from it)."""
+    ranges = _coalesce([*layout.structure(), *_samples(layout.spans)])
+    if all(_equal(segment, src, start, length) for start, length in ranges):
+        now = os.fstat(src)
+        if (now.st_size, now.st_mtime_ns, now.st_ctime_ns) == (st.st_size, st.st_mtime_ns, st.st_ctime_ns):
+            return True
     _log.info(
         f"the copy of {path!r} this rank was handed differs from its own file (the file was rewritten since, or "
         "the copy is not the file's); this rank reads its own copy",
         key="shared-load-mismatch",
     )
     return False
+
+
+def _coalesce(ranges: list[tuple[int, int]], slack: int = 64 << 10) -> list[tuple[int, int]]:
+    """(start, length) ranges sorted, those less than ``slack`` apart read as one (fewer reads)."""
+    out: list[list[int]] = []
+    for start, length in sorted(ranges):
+        if out and start <= out[-1][1] + slack:
+            out[-1][1] = max(out[-1][1], start + length)
+        else:
+            out.append([start, start + length])
+    return [(start, end - start) for start, end in out]
 
 
 def _samples(spans: tuple[tuple[int, int], ...]) -> list[tuple[int, int]]:
