@@ -67,9 +67,10 @@ _SEAL_SEAL = getattr(fcntl, "F_SEAL_SEAL", 0x0001)
 _F_ADD_SEALS = getattr(fcntl, "F_ADD_SEALS", 1033)
 _F_GET_SEALS = getattr(fcntl, "F_GET_SEALS", 1034)
 _IMMUTABLE = _SEAL_WRITE | _SEAL_SHRINK | _SEAL_GROW
-#: what a reader answers: b"S" and the size, with the sealed copy attached; or b"P": read the plain way
+#: what a reader answers: b"S" and the size, with the sealed copy attached; or read the plain way,
+#: b"P" because a mapped load would read the file otherwise, b"U" because the copy cannot be mapped here
 _HELLO = struct.Struct("!cQ")
-_SEGMENT, _PLAIN = b"S", b"P"
+_SEGMENT, _PLAIN, _UNMAPPABLE = b"S", b"P", b"U"
 _RETRY = -1
 _CONNECT_WAIT = 10.0  # a reader's queue holds every local rank: a full one is not a reader's
 _ANSWER_WAIT = 5.0
@@ -279,14 +280,15 @@ def _lead(sock: socket.socket, src: int, size: int, path: str) -> int | None:
             "load would not read what a plain load reads",
             key="shared-load-layout",
         )
-    if isinstance(layout, str) or not _maps(fd, size):
+    answer = _PLAIN if isinstance(layout, str) else _SEGMENT if _maps(fd, size) else _UNMAPPABLE
+    if answer != _SEGMENT:
         os.close(fd)
         fd = -1  # the followers are told to read the plain way too, rather than each try in turn
     served = -1 if fd < 0 else fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 0)
     with _lock:
         _serving.append((sock, served))
     threading.Thread(
-        target=_serve, args=(sock, served, size, expected, path), name="mmfix-shared-load", daemon=True
+        target=_serve, args=(sock, served, answer, size, expected, path), name="mmfix-shared-load", daemon=True
     ).start()
     return fd if fd >= 0 else None
 
@@ -338,8 +340,8 @@ def _data_extents(src: int, size: int) -> list[tuple[int, int]]:
     return extents
 
 
-def _serve(sock: socket.socket, fd: int, size: int, expected: int, path: str) -> None:
-    """Hand the sealed copy (or, with ``fd`` -1, the word to read the plain way) to the node's
+def _serve(sock: socket.socket, fd: int, answer: bytes, size: int, expected: int, path: str) -> None:
+    """Hand the sealed copy (``answer`` _SEGMENT) or the word to read the plain way to the node's
     other ranks, and to no process of another user or container."""
     deadline = time.monotonic() + _settings.current().shared_load_wait
     served = 0
@@ -365,7 +367,7 @@ def _serve(sock: socket.socket, fd: int, size: int, expected: int, path: str) ->
                         )
                         continue
                     if fd < 0:
-                        conn.sendall(_HELLO.pack(_PLAIN, size))
+                        conn.sendall(_HELLO.pack(answer, size))
                     else:
                         rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("i", fd))]
                         conn.sendmsg([_HELLO.pack(_SEGMENT, size)], rights)
@@ -434,6 +436,13 @@ def _receive(name: bytes, src: int, st: os.stat_result, path: str, layout: mappa
                 f"the rank reading {path!r} for this node found that a mapped load would not read what a plain "
                 "load reads; this rank reads its own copy",
                 key="shared-load-plain",
+            )
+            return None
+        if kind == _UNMAPPABLE and not fds:
+            _log.info(
+                f"a checkpoint cannot be mapped here (the rank reading {path!r} for this node could not map its "
+                "copy); mmfix reads it the plain way",
+                key="cannot-map",
             )
             return None
         if kind != _SEGMENT or len(fds) != 1 or announced != size or not _trustworthy(fds[0], size):
