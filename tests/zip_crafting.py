@@ -75,12 +75,14 @@ def checkpoint(
     holes: tuple[str, ...] = (),
     aliases: dict[str, str] | None = None,
     gap: int = 0,
+    zip64: bool = False,
 ) -> None:
     """Write a checkpoint whose storage records are ``records`` (key -> bytes). ``deflate``: keys
     whose records are compressed; ``align``: data offsets of stored records (0: not aligned);
     ``holes``: keys whose (all-zero) bytes are left as a hole in the file; ``aliases``: extra
     directory entries (key -> key) that point at another record's bytes; ``gap``: bytes of hole
-    between the last record and the directory."""
+    between the last record and the directory; ``zip64``: sizes, offsets and counts in zip64 fields
+    (as torch.save writes them past 4 GiB)."""
     entries = [("archive/data.pkl", pickle_of(tensors), ""), ("archive/byteorder", b"little", "")]
     entries += [(f"archive/data/{key}", data, key) for key, data in records.items()]
     entries += [("archive/version", b"3\n", ""), ("archive/.data/serialization_id", b"0" * 40, "")]
@@ -112,12 +114,22 @@ def checkpoint(
             central[f"archive/data/{alias}"] = central[f"archive/data/{target}"]
         fh.seek(gap, io.SEEK_CUR)
         directory_at = fh.tell()
-        directory = b"".join(
-            _CENTRAL.pack(
-                b"PK\x01\x02", 20, 20, 0, method, 0, 0x21, crc, csize, size, len(name.encode()), 0, 0, 0, 0, 0, at
+        directory = b""
+        for name, (method, crc, csize, size, at) in central.items():
+            raw_name = name.encode()
+            extra = b""
+            if zip64:
+                extra = struct.pack("<HHQQQ", 1, 24, size, csize, at)
+                size = csize = at = 0xFFFFFFFF
+            directory += _CENTRAL.pack(
+                b"PK\x01\x02", 45, 45, 0, method, 0, 0x21, crc, csize, size, len(raw_name), len(extra), 0, 0, 0, 0, at
             )
-            + name.encode()
-            for name, (method, crc, csize, size, at) in central.items()
-        )
+            directory += raw_name + extra
         fh.write(directory)
-        fh.write(_END.pack(b"PK\x05\x06", 0, 0, len(central), len(central), len(directory), directory_at, 0))
+        count, length, start = len(central), len(directory), directory_at
+        if zip64:
+            end64 = fh.tell()
+            fh.write(struct.pack("<4sQHHIIQQQQ", b"PK\x06\x06", 44, 45, 45, 0, 0, count, count, length, start))
+            fh.write(struct.pack("<4sIQI", b"PK\x06\x07", 0, end64, 1))
+            count, length, start = 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF
+        fh.write(_END.pack(b"PK\x05\x06", 0, 0, count, count, length, start, 0))

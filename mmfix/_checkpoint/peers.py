@@ -36,13 +36,15 @@ def stranger(sock: socket.socket) -> str | None:
     if pidfd is None:
         return "a process that has already exited"
     try:
+        if _exited(pidfd):
+            return "a process that has already exited"
         try:
             theirs, ours = os.stat(f"/proc/{pid}/ns/mnt"), os.stat("/proc/self/ns/mnt")
         except OSError as exc:
             return f"a process whose mount namespace cannot be read ({exc.strerror})"
         if (theirs.st_dev, theirs.st_ino) != (ours.st_dev, ours.st_ino):
             return "a process in another mount namespace (another container)"
-        if _exited(pidfd):
+        if _exited(pidfd):  # it ended while we looked: the pid read may have named another process
             return "a process that has already exited"
     finally:
         os.close(pidfd)
