@@ -1,6 +1,6 @@
 """Checkpoint loading with mmfix vs stock torch, measured in the same run.
 
-    python benchmarks/checkpoint_load.py [--load-mb 200] [--mmap-mb 256] [--repeat 15]
+    python benchmarks/checkpoint_load.py [--load-mb 200] [--mmap-mb 256] [--repeat 15] [--tensors 50]
 
 1. Load time of a --load-mb checkpoint through the patched torch.load vs the
    original function object in one plain (non-distributed) process, interleaved,
@@ -13,7 +13,9 @@
    Goal for the default: <= 1.1 (must be <= 1.25; stock holds one copy per process,
    ~4.0). The growth of the node's Shmem (/proc/meminfo) is printed next to it, so
    shared memory that no process maps could not hide from the figure, and the
-   slowest rank's load time.
+   slowest rank's load time. --tensors sets how many tensors the checkpoints hold (a real
+   training checkpoint has thousands: each rank then also reads the zip directory and the
+   pickle to check that a mapped load reads what a plain load reads).
 """
 
 from __future__ import annotations
@@ -52,11 +54,11 @@ VARIANTS = {  # label -> environment
 }
 
 
-def make_checkpoint(path: str, megabytes: int) -> None:
+def make_checkpoint(path: str, megabytes: int, tensors: int = 50) -> None:
     import torch
 
-    n = megabytes * 1024 * 1024 // 4 // 50
-    torch.save({f"layer{i}.weight": torch.randn(n) for i in range(50)}, path)
+    n = megabytes * 1024 * 1024 // 4 // tensors
+    torch.save({f"layer{i}.weight": torch.randn(n) for i in range(tensors)}, path)
 
 
 def pss_kb(pid: int) -> int:
@@ -150,10 +152,11 @@ def main() -> None:
     parser.add_argument("--load-mb", type=int, default=200)
     parser.add_argument("--mmap-mb", type=int, default=256)
     parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--tensors", type=int, default=50)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         small = os.path.join(tmp, "load.pth")
-        make_checkpoint(small, args.load_mb)
+        make_checkpoint(small, args.load_mb, args.tensors)
         s, p, ratio = load_time_ratio(small, args.repeat)
         print(
             f"load {args.load_mb} MB: stock {s * 1000:.1f} ms, mmfix {p * 1000:.1f} ms, "
@@ -161,9 +164,10 @@ def main() -> None:
         )
         os.remove(small)
         big = os.path.join(tmp, "mmap.pth")
-        make_checkpoint(big, args.mmap_mb)
+        make_checkpoint(big, args.mmap_mb, args.tensors)
         print(
-            f"4 ranks (LOCAL_WORLD_SIZE=4) each loading and holding one {args.mmap_mb} MB checkpoint at once; "
+            f"4 ranks (LOCAL_WORLD_SIZE=4) each loading and holding one {args.mmap_mb} MB checkpoint "
+            f"({args.tensors} tensors) at once; "
             "summed PSS growth / file size (node Shmem growth / file size, slowest rank's load):"
         )
         for job, (label, variant) in enumerate(VARIANTS.items()):

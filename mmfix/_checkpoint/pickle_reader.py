@@ -101,6 +101,9 @@ class Reading:
     problems: list[str] = field(default_factory=list)
     root: Any = None
     ops: int = 0
+    #: persistent ids not in the one form torch.save writes, ("storage", <a global>, <str key>,
+    #: <str location>, <int numel>): how mmfix knows ``storages`` holds every storage exactly
+    unusual_storages: int = 0
 
 
 def read(stream: io.BytesIO, reading: Reading | None = None) -> Reading:
@@ -324,6 +327,15 @@ class _Machine:
             raise TypeError(f"SETITEM on a {type(target).__name__}")
 
     def _storage(self, pid: Any) -> None:
+        if not (
+            isinstance(pid, tuple)
+            and len(pid) == 5
+            and pid[0] == "storage"
+            and isinstance(pid[1], Global)
+            and all(isinstance(part, str) for part in pid[2:4])
+            and type(pid[4]) is int
+        ):
+            self.r.unusual_storages += 1
         if isinstance(pid, tuple) and len(pid) >= 5 and pid[0] == "storage":
             _, storage_type, key, location, numel = pid[:5]
             type_name = storage_type.name if isinstance(storage_type, Global) else type(storage_type).__name__
