@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import os
+import stat
 import struct
 import zipfile
 import zlib
@@ -33,6 +34,33 @@ def path_of(f: Any) -> str | None:
         return str(os.fspath(f))
     name = getattr(f, "name", None)
     return name if isinstance(name, str) else None
+
+
+_SPECIAL_KINDS = (
+    (stat.S_ISFIFO, "FIFO (named pipe)"),
+    (stat.S_ISCHR, "character device"),
+    (stat.S_ISBLK, "block device"),
+    (stat.S_ISSOCK, "socket"),
+)
+
+
+def special_file_problem(f: Any) -> str | None:
+    """Why the path ``f`` cannot be read as a checkpoint without blocking or reading forever (a FIFO
+    waits for a writer, a device may never end), or None (a missing path or a directory keeps
+    Python's own error; buffers and file objects are the caller's)."""
+    if not isinstance(f, (str, os.PathLike)):
+        return None
+    try:
+        mode = os.stat(f).st_mode
+    except (OSError, ValueError):
+        return None
+    for test, kind in _SPECIAL_KINDS:
+        if test(mode):
+            return (
+                f"it is a {kind}, not a regular file; a checkpoint is read from a file (a FIFO waits for a "
+                "writer, a device may never end), so mmfix does not open it. Copy the checkpoint to a file and load that"
+            )
+    return None
 
 
 def file_format(head: bytes) -> str:

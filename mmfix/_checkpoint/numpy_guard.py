@@ -271,6 +271,10 @@ _BUILDERS: list[tuple[Any, str]] = [
 NAMES = frozenset(name for _, name in _STANDINS)
 
 
+def standin_objects() -> list[Any]:
+    return [obj for obj, _ in _STANDINS]
+
+
 def entries() -> list[Any]:
     """(stand-in, name) pairs for torch's allowlist; empty without numpy."""
     try:
