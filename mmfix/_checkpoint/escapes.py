@@ -15,6 +15,7 @@ names) exist only inside a load. Two ways a file could hand one to the caller:
 
 from __future__ import annotations
 
+import gc
 import pickle
 import sys
 import threading
@@ -48,14 +49,14 @@ def made(instance: Any, real: type) -> None:
     _thread.made.append((instance, real))
 
 
-def begin(standins: list[Any]) -> Mark:
+def begin(standins: dict[str, Any]) -> Mark:
     global _started, _running
     with _lock:
         _started += 1
         alone = _running == 0
         _running += 1
         started = _started
-    return Mark(len(_thread.made), started, alone, [sys.getrefcount(s) for s in standins])
+    return Mark(len(_thread.made), started, alone, [sys.getrefcount(s) for s in standins.values()])
 
 
 def end(mark: Mark) -> None:
@@ -66,7 +67,7 @@ def end(mark: Mark) -> None:
         _running -= 1
 
 
-def check(root: Any, mark: Mark, standins: list[Any]) -> None:
+def check(root: Any, mark: Mark, standins: dict[str, Any]) -> None:
     """Refuse (``pickle.UnpicklingError``) if a guard instance or a stand-in reaches the caller."""
     for instance, real in _thread.made[mark.first :]:
         if type(instance) is not real:
@@ -76,15 +77,23 @@ def check(root: Any, mark: Mark, standins: list[Any]) -> None:
             )
     with _lock:
         concurrent = not mark.alone or _started != mark.started
-    risen = [s for s, before in zip(standins, mark.counts) if sys.getrefcount(s) > before]
+    risen = [s for s, before in zip(standins.values(), mark.counts) if sys.getrefcount(s) > before]
     if not (risen or concurrent):
         return
-    found = _find(root, {id(s): s for s in standins})
+    found = _find(root, {id(s): s for s in standins.values()})
     if found is not None:
-        name = getattr(found, "__qualname__", type(found).__name__)
+        name = next(n for n, s in standins.items() if s is found)
         raise pickle.UnpicklingError(
             f"mmfix: the checkpoint holds the global {name} itself as a value; mmfix stands in for it only while "
             "loading, and nothing MMEngine, numpy or torch writes holds it as a value"
+        )
+    if concurrent:
+        return  # another load's own references: only the walk can tell, and it found none
+    gc.collect()  # garbage cycles the load left are not references
+    if any(sys.getrefcount(s) > before for s, before in zip(standins.values(), mark.counts)):
+        raise pickle.UnpicklingError(
+            "mmfix: the checkpoint keeps one of mmfix's stand-ins (HistoryBuffer, getattr or a numpy name) where "
+            "the caller would get it (an object's internal state); nothing MMEngine, numpy or torch writes does"
         )
 
 

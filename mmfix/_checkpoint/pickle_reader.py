@@ -17,7 +17,6 @@ with the same validators, so ``mmfix inspect`` gives the loader's verdict.
 from __future__ import annotations
 
 import _compat_pickle
-import gc
 import io
 import pickle
 import pickletools
@@ -53,6 +52,7 @@ class Call:
     func: Any
     args: Any
     built: bool = False
+    state: Any = None  # what BUILD gave it (torch keeps it in the object)
 
 
 @dataclass(eq=False)
@@ -109,10 +109,10 @@ def read(stream: io.BytesIO, reading: Reading | None = None) -> Reading:
     reading = reading or Reading()
     machine = _Machine(reading)
     deadline = time.monotonic() + MAX_SECONDS
-    # Hundreds of thousands of live tokens make every GC pass walk them all:
-    # quadratic time. Tokens only form cycles if the pickle makes them; collect after.
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
+    # The garbage collector stays on (switching it off is process-wide: other threads run
+    # meanwhile). CPython collects the oldest generation only once it has grown by a quarter,
+    # so hundreds of thousands of live tokens cost a constant factor (about 2.5x here), not a
+    # square; the opcode and time bounds above hold either way.
     try:
         for opcode, arg, _pos in pickletools.genops(stream):
             reading.ops += 1
@@ -139,9 +139,6 @@ def read(stream: io.BytesIO, reading: Reading | None = None) -> Reading:
         RecursionError,
     ) as exc:
         raise PickleUnreadable(f"its pickle is damaged ({type(exc).__name__}: {str(exc)[:200]})") from None
-    finally:
-        if gc_was_enabled:
-            gc.enable()
     return reading
 
 
@@ -178,6 +175,17 @@ class _Machine:
         self.stack: list[Any] = []
         self.metastack: list[list[Any]] = []
         self.memo: dict[int, Any] = {}
+        self.buffers: list[Call] = []
+
+    def finish(self) -> None:
+        """What mmfix checks once a load has ended (see ``escapes``): every HistoryBuffer got its
+        state, and no stand-in is held as a value where the caller would get it."""
+        if any(not buffer.built for buffer in self.buffers):
+            self.problem(
+                "it creates a HistoryBuffer without its state; MMEngine always writes a buffer together with its state"
+            )
+        for name in _standins_held(self.r.root):
+            self.problem(f"it holds the global {name} itself as a value, where the caller would get mmfix's stand-in")
 
     def problem(self, text: str) -> None:
         if len(self.r.problems) < _MAX_PROBLEMS:
@@ -205,8 +213,9 @@ class _Machine:
             return
         elif name == "STOP":
             self.r.root = stack.pop()
+            self.finish()
         elif name == "BYTEARRAY8":
-            stack.append(Opaque("bytearray"))
+            stack.append(numpy_guard.ByteCount(len(arg)))  # bytes all the same to numpy's checks
         elif name == "NONE":
             stack.append(None)
         elif name in ("NEWTRUE", "NEWFALSE"):
@@ -282,7 +291,10 @@ class _Machine:
             cls = stack.pop()
             if isinstance(cls, Global) and cls.name in numpy_guard.NAMES:
                 self.problem(f"it creates {cls.name} with NEWOBJ; numpy never writes that")
-            stack.append(Call(cls, args))
+            made = Call(cls, args)
+            if isinstance(cls, Global) and cls.name == _HISTORY_BUFFER:
+                self.buffers.append(made)  # each must get its state (see finish)
+            stack.append(made)
         elif name == "BUILD":
             state = stack.pop()
             self._build(stack[-1], state)
@@ -374,6 +386,8 @@ class _Machine:
                     and isinstance(args[1], (bytes, numpy_guard.ByteCount))
                 ):
                     raise numpy_guard._refuse("a numpy scalar is not written as (dtype, bytes)")
+                if not args[0].built:
+                    raise numpy_guard._refuse("a scalar's dtype is used before its state was given")
                 if len(args[1]) != args[0].itemsize:
                     raise numpy_guard._refuse(f"a {args[0].spec} scalar has {len(args[1])} bytes")
             elif name == "torch._tensor._rebuild_from_type_v2":
@@ -388,6 +402,13 @@ class _Machine:
                         f"it asks bytearray() for {requested:,} bytes, which no checkpoint holds; loading "
                         "it may exhaust this machine's memory"
                     )
+                # What the loader's bytearray() makes of plain arguments: bytes of a known length.
+                if args == ():
+                    return numpy_guard.ByteCount(0)
+                if type(requested) is int and requested >= 0:
+                    return numpy_guard.ByteCount(requested)
+                if isinstance(requested, (bytes, numpy_guard.ByteCount)):
+                    return numpy_guard.ByteCount(len(requested))
             elif name == "builtins.set":
                 members = args[0] if isinstance(args, tuple) and len(args) == 1 else None
                 items = members.items if isinstance(members, List) else members if isinstance(members, tuple) else ()
@@ -415,6 +436,8 @@ class _Machine:
         return Call(func, args)
 
     def _build(self, inst: Any, state: Any) -> None:
+        if isinstance(inst, Call):
+            inst.state = state if inst.state is None else (inst.state, state)
         try:
             if isinstance(inst, Dtype):
                 if inst.built:
@@ -426,6 +449,8 @@ class _Machine:
                     raise numpy_guard._refuse("an array is built twice")
                 if not (isinstance(state, tuple) and len(state) == 5 and isinstance(state[2], Dtype)):
                     raise numpy_guard._refuse("an array's state has no numpy dtype")
+                if not state[2].built:
+                    raise numpy_guard._refuse("an array's dtype is used before its state was given")
                 numpy_guard.check_array_state(state, state[2].itemsize)
                 inst.built = True
             elif isinstance(inst, Call) and isinstance(inst.func, Global) and inst.func.name == _HISTORY_BUFFER:
@@ -480,6 +505,35 @@ class _Machine:
                     f"it maps the HistoryBuffer statistic {key!r} to something other than the method of "
                     "that name; a load must not change what other buffers compute"
                 )
+
+
+_STANDINS = numpy_guard.NAMES | {_HISTORY_BUFFER, "builtins.getattr"}
+
+
+def _standins_held(root: Any) -> list[str]:
+    """Stand-in globals reachable from ``root`` as values: through containers, and BUILD states
+    and call arguments torch keeps as data (not the arguments of the stand-ins themselves)."""
+    found: list[str] = []
+    seen: set[int] = set()
+    stack = [root]
+    while stack and len(found) < _MAX_PROBLEMS:
+        token = stack.pop()
+        if id(token) in seen:
+            continue
+        seen.add(id(token))
+        if isinstance(token, Global):
+            if token.name in _STANDINS:
+                found.append(token.name)
+        elif isinstance(token, tuple):
+            stack.extend(token)
+        elif isinstance(token, List):
+            stack.extend(token.items)
+        elif isinstance(token, Dict):
+            stack.extend(x for kv in token.items for x in kv)
+        elif isinstance(token, Call) and not (isinstance(token.func, Global) and token.func.name in _STANDINS):
+            stack.append(token.args)
+            stack.append(token.state)
+    return found
 
 
 def _holds_array(state: Any) -> bool:

@@ -24,6 +24,9 @@ def inspect_checkpoint(path: str) -> dict[str, Any]:
         raise CheckpointCorruptError(f"no checkpoint at {path!r}: the path does not exist", path=path)
     if os.path.isdir(path):
         raise CheckpointCorruptError(f"{path!r} is a directory, not a checkpoint file", path=path)
+    special = files.special_file_problem(path)
+    if special:  # before anything opens it: opening a FIFO blocks
+        raise CheckpointCorruptError(f"cannot inspect checkpoint {path!r}: {special}", path=path)
     problem = diagnosis.diagnose(path)
     if problem:
         raise CheckpointCorruptError(f"cannot inspect checkpoint {path!r}: {problem}", path=path)

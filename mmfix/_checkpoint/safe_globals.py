@@ -454,10 +454,10 @@ def _guard_history_buffer(real: type) -> type:
     return HistoryBuffer
 
 
-def standins() -> list[Any]:
-    """Every object mmfix puts on torch's list in place of the real one (none may reach a caller)."""
-    guard = [_guarded_history_buffer] if _guarded_history_buffer is not None else []
-    return [*guard, restricted_getattr, *numpy_guard.standin_objects()]
+def standins() -> dict[str, Any]:
+    """name -> every object mmfix puts on torch's list in place of the real one (none may reach a caller)."""
+    guard = {HISTORY_BUFFER: _guarded_history_buffer} if _guarded_history_buffer is not None else {}
+    return {**guard, "builtins.getattr": restricted_getattr, **numpy_guard.standin_objects()}
 
 
 def _history_buffer_entries() -> list[Any]:
