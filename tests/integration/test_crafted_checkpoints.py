@@ -3,7 +3,9 @@
 Every file of the corpus (``checkpoint_payloads``: the code-execution payloads plus the
 crafted ones) goes through every loader mmfix touches — torch.load, the held
 ``weights_only=False`` path, MMEngine's load_checkpoint and CheckpointLoader,
-Runner.resume, auto-resume's check and ``mmfix inspect`` — each file in its own forked
+Runner.resume, auto-resume's check, ``mmfix inspect``, and MMEngine's URL and model-zoo
+loaders (``http://``, ``open-mmlab://``, ``mmcls://``, ``init_cfg=Pretrained``,
+``Runner.resume(URL)``) reading the file from torch.hub's cache — each file in its own forked
 process under a 4 GiB address-space limit and a 30 s alarm (``crafted_worker.py``).
 Each must end in a clean refusal, with nothing acting and no class-level state changed.
 Stock torch's result is recorded next to each; controls show the dangerous payloads
@@ -19,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from checkpoint_payloads import TRUST_BAIT, build_corpus, build_crafted, crafted_bodies, payloads
+from checkpoint_payloads import TRUST_BAIT, WRITERS, build_corpus, build_crafted, crafted_bodies, payloads
 from conftest import REPO, clean_env, run, run_python
 
 pytestmark = pytest.mark.slow
@@ -64,6 +66,7 @@ def test_corpus_covers_every_class_with_40_or_more_payloads(corpus) -> None:
         "trust",
         "leak",
         "cyclic",
+        "escape",
     }
     assert len(corpus) >= 40
     assert len(payloads(Path("/x"))) + len(crafted_bodies(Path("/x"))) + 5 == len(corpus)
@@ -133,14 +136,14 @@ def test_refusals_name_what_is_wrong(corpus, outcomes) -> None:
             continue
         kind_, message = outcomes["mmfix"][name]["results"]["torch.load"][:2]
         assert str(path) in message, name
-        if kind in ("memory", "hang", "state", "verdict", "spelling", "code", "trust", "leak"):
+        if kind in ("memory", "hang", "state", "verdict", "spelling", "code", "trust", "leak", "escape"):
             assert kind_ in CLEAN, (name, kind_)
             assert (
                 "malicious" in message
                 or "MMFIX_TRUSTED_GLOBALS" in message
                 or (kind_ == "CheckpointCorruptError" and "damaged" in message)
             ), (name, message)
-        if kind in ("memory", "hang", "state", "verdict", "trust", "leak", "spelling"):
+        if kind in ("memory", "hang", "state", "verdict", "trust", "leak", "spelling", "escape"):
             assert "export MMFIX_TRUSTED_GLOBALS" not in message, name  # nothing here is trustable
         if kind == "zip" and "encrypted" not in name:
             assert kind_ == "CheckpointCorruptError" and (
@@ -165,9 +168,12 @@ SPELLED = {
 def test_trust_is_decided_on_the_object_never_the_spelling(corpus, name: str) -> None:
     _, path, marker = corpus[name]
     spelled = SPELLED[name]
+    if name in WRITERS:  # the class's module is imported, as in a program that uses it
+        pytest.importorskip(spelled.split(".")[0])
+    module = spelled.rpartition(".")[0] if name in WRITERS else "codecs"
     code = f"""
 import mmfix, torch, mmengine.logging.logger, mmengine.utils.misc, mmengine.evaluator.evaluator, pydoc, codecs
-import torch.fx.graph_module
+import torch.fx.graph_module, {module}
 try:
     torch.load({str(path)!r})
 except Exception as e:
