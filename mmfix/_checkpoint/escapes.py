@@ -56,7 +56,12 @@ def begin(standins: dict[str, Any]) -> Mark:
         alone = _running == 0
         _running += 1
         started = _started
-    return Mark(len(_thread.made), started, alone, [sys.getrefcount(s) for s in standins.values()])
+    return Mark(len(_thread.made), started, alone, _counts(standins))
+
+
+def _counts(standins: dict[str, Any]) -> list[int]:
+    # Measured the same way before and after: any reference this makes itself is in both.
+    return [sys.getrefcount(s) for s in standins.values()]
 
 
 def end(mark: Mark) -> None:
@@ -77,7 +82,7 @@ def check(root: Any, mark: Mark, standins: dict[str, Any]) -> None:
             )
     with _lock:
         concurrent = not mark.alone or _started != mark.started
-    risen = [s for s, before in zip(standins.values(), mark.counts) if sys.getrefcount(s) > before]
+    risen = any(now > before for now, before in zip(_counts(standins), mark.counts))
     if not (risen or concurrent):
         return
     found = _find(root, {id(s): s for s in standins.values()})
@@ -90,7 +95,7 @@ def check(root: Any, mark: Mark, standins: dict[str, Any]) -> None:
     if concurrent:
         return  # another load's own references: only the walk can tell, and it found none
     gc.collect()  # garbage cycles the load left are not references
-    if any(sys.getrefcount(s) > before for s, before in zip(standins.values(), mark.counts)):
+    if any(now > before for now, before in zip(_counts(standins), mark.counts)):
         raise pickle.UnpicklingError(
             "mmfix: the checkpoint keeps one of mmfix's stand-ins (HistoryBuffer, getattr or a numpy name) where "
             "the caller would get it (an object's internal state); nothing MMEngine, numpy or torch writes does"

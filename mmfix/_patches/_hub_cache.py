@@ -19,6 +19,7 @@ from typing import Any, Callable
 from .. import _settings, _wrapping
 from .._checkpoint import files
 from .._errors import CheckpointCorruptError, CheckpointRefusedError
+from ._mmengine_caller import on_behalf_of_mmengine
 
 
 def checked_cache_file(
@@ -45,8 +46,6 @@ def checked_cache_file(
 
 
 def _held() -> bool:
-    from .torch_load import on_behalf_of_mmengine
-
     mode = _settings.current().hold_weights_only
     if mode == "off":
         return False
