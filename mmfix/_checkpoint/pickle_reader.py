@@ -101,6 +101,8 @@ class Reading:
     problems: list[str] = field(default_factory=list)
     root: Any = None
     ops: int = 0
+    # ('storage', type, key, location, numel), plus view metadata in the legacy (pre-1.6) format
+    pid_items: int = 5
 
 
 def read(stream: io.BytesIO, reading: Reading | None = None) -> Reading:
@@ -165,6 +167,47 @@ _PUSH_ARG = frozenset(
         "BINUNICODE8",
     )
 )
+# The opcodes torch's weights_only unpickler reads (torch.save writes protocol 2 with these);
+# any other is refused by the loader ("Unsupported operand"), so the reader says so too.
+# A unit test compares this with the installed torch.
+TORCH_OPCODES = frozenset(
+    (
+        "APPEND",
+        "APPENDS",
+        "BINFLOAT",
+        "BINGET",
+        "BININT",
+        "BININT1",
+        "BININT2",
+        "BINPERSID",
+        "BINPUT",
+        "BINUNICODE",
+        "BUILD",
+        "EMPTY_DICT",
+        "EMPTY_LIST",
+        "EMPTY_SET",
+        "EMPTY_TUPLE",
+        "GLOBAL",
+        "LONG1",
+        "LONG_BINGET",
+        "LONG_BINPUT",
+        "MARK",
+        "NEWFALSE",
+        "NEWOBJ",
+        "NEWTRUE",
+        "NONE",
+        "PROTO",
+        "REDUCE",
+        "SETITEM",
+        "SETITEMS",
+        "SHORT_BINSTRING",
+        "STOP",
+        "TUPLE",
+        "TUPLE1",
+        "TUPLE2",
+        "TUPLE3",
+    )
+)
 _PUT = frozenset(("PUT", "BINPUT", "LONG_BINPUT"))
 _GET = frozenset(("GET", "BINGET", "LONG_BINGET"))
 
@@ -176,6 +219,7 @@ class _Machine:
         self.metastack: list[list[Any]] = []
         self.memo: dict[int, Any] = {}
         self.buffers: list[Call] = []
+        self.foreign: set[str] = set()
 
     def finish(self) -> None:
         """What mmfix checks once a load has ended (see ``escapes``): every HistoryBuffer got its
@@ -200,6 +244,9 @@ class _Machine:
 
     def step(self, name: str, arg: Any) -> None:
         stack = self.stack
+        if name not in TORCH_OPCODES and name not in self.foreign:
+            self.foreign.add(name)
+            self.problem(f"it uses the pickle opcode {name}, which torch's safe loader does not read")
         if name in _PUSH_ARG:
             stack.append(arg)
         elif name in _PUT:
@@ -330,12 +377,19 @@ class _Machine:
     def _setitems(self, target: Any, items: list[Any]) -> None:
         if len(items) % 2:
             raise IndexError("odd number of items for SETITEMS")
+        if isinstance(target, Dict) and any(isinstance(key, (Array, Dtype)) for key in items[::2]):
+            # The loader's stand-ins refuse to be hashed, as numpy's arrays do.
+            self.problem("a numpy array or dtype is used as a dict key")
         if isinstance(target, Dict):
             target.items.extend(zip(items[::2], items[1::2]))
         elif not isinstance(target, (Call, Opaque)):
             raise TypeError(f"SETITEM on a {type(target).__name__}")
 
     def _storage(self, pid: Any) -> None:
+        if not (isinstance(pid, tuple) and len(pid) == self.r.pid_items and pid[0] == "storage"):
+            # torch reads ('storage', storage type, key, location, numel[, view]) and nothing else.
+            self.problem(f"it references a storage by an id torch cannot read ({label(pid)})")
+            return
         if isinstance(pid, tuple) and len(pid) >= 5 and pid[0] == "storage":
             _, storage_type, key, location, numel = pid[:5]
             type_name = storage_type.name if isinstance(storage_type, Global) else type(storage_type).__name__
