@@ -14,10 +14,11 @@ directory: a file in the cache would write a file it names. Wrapped around torch
 
 from __future__ import annotations
 
+import zipfile
 from typing import Any, Callable
 
 from .. import _settings, _wrapping
-from .._checkpoint import files
+from .._checkpoint import diagnosis, files
 from .._errors import CheckpointCorruptError, CheckpointRefusedError
 from ._mmengine_caller import on_behalf_of_mmengine
 
@@ -32,7 +33,16 @@ def checked_cache_file(
             f"cannot load the cached checkpoint {files.describe_source(filename)}: {special}.",
             path=files.path_of(filename),
         )
-    legacy = wrapped(*args, **kwargs)
+    try:
+        legacy = wrapped(*args, **kwargs)
+    except (zipfile.BadZipFile, EOFError, ValueError, NotImplementedError, RuntimeError) as exc:
+        # torch.hub reads the zip directory before torch.load would explain a damaged file.
+        reason = diagnosis.diagnose(filename) or f"its zip directory cannot be read ({type(exc).__name__}: {exc})"
+        raise CheckpointCorruptError(
+            f"cannot load the cached checkpoint {files.describe_source(filename)}: {reason}. Delete it from the "
+            "cache to download it again.",
+            path=files.path_of(filename),
+        ) from exc
     if legacy and _held():
         raise CheckpointRefusedError(
             f"refused to load the cached checkpoint {files.describe_source(filename)}: it is a zip archive of a "

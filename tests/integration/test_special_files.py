@@ -73,7 +73,9 @@ def test_a_special_file_is_a_clear_error_in_every_loader(specials: dict[str, str
 @pytest.mark.parametrize("kind", ["FIFO", "character device", "socket"])
 def test_inspect_says_what_the_file_is(specials: dict[str, str], kind: str) -> None:
     proc = run([sys.executable, "-m", "mmfix", "inspect", specials[kind]], timeout=60)
-    assert proc.returncode == 1 and f"it is a {kind}" in proc.stderr and "not a regular file" in proc.stderr, proc.stderr
+    assert proc.returncode == 1 and f"it is a {kind}" in proc.stderr and "not a regular file" in proc.stderr, (
+        proc.stderr
+    )
 
 
 def test_auto_resume_skips_a_fifo_for_the_newest_readable_checkpoint(tmp_path: Path) -> None:

@@ -215,3 +215,15 @@ def test_runner_resume_and_load_from_a_url(hub: Path, tmp_path: Path) -> None:
         proc = _train(tmp_path / "crafted", hub, *extra)
         assert proc.returncode != 0 and "CheckpointRefusedError" in proc.stderr, proc.stderr[-3000:]
         assert not marker.exists()
+
+
+def test_a_damaged_zip_directory_in_the_cache_is_mmfixs_clear_error(hub: Path) -> None:
+    # torch.hub reads the zip directory itself (is it a legacy zip?) before torch.load does.
+    data = bytearray(FIXTURE.read_bytes())
+    at = data.find(b"PK\x01\x02")
+    data[at : at + 2] = b"XX"
+    (hub / "ckpt.pth").write_bytes(bytes(data))
+    result, _ = _load(hub, "CheckpointLoader http://", mmfix=False)
+    assert result.startswith("BadZipFile |"), result  # stock: zipfile's error from inside torch.hub
+    result, _ = _load(hub, "CheckpointLoader http://")
+    assert result.startswith("CheckpointCorruptError |") and "directory cannot be read" in result, result
