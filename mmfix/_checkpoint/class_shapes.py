@@ -46,6 +46,9 @@ _METADATA = frozenset(
         "__static_attributes__",
         "__parameters__",
         "__type_params__",
+        "__annotate__",
+        "__annotate_func__",
+        "__annotations_cache__",
         "_fields",
         "_field_defaults",
     )

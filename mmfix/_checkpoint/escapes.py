@@ -124,11 +124,17 @@ _ATOMS = (str, bytes, bytearray, int, float, complex, bool, type(None))
 def _children(obj: Any) -> Any:
     if isinstance(obj, _ATOMS):
         return ()
+    # The base types' own iteration: a subclass's methods are never called.
     if isinstance(obj, dict):
-        return [*obj.keys(), *obj.values(), *_attributes(obj)]
-    if isinstance(obj, (list, tuple, set, frozenset)):
-        return [*obj, *_attributes(obj)]
+        return [*dict.keys(obj), *dict.values(obj), *_attributes(obj)]
+    for base in _SEQUENCES:
+        if isinstance(obj, base):
+            iterate: Any = base.__iter__
+            return [*iterate(obj), *_attributes(obj)]
     return _attributes(obj)
+
+
+_SEQUENCES: tuple[Any, ...] = (list, tuple, set, frozenset)
 
 
 def _attributes(obj: Any) -> list[Any]:
