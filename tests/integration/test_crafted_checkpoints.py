@@ -21,7 +21,15 @@ from pathlib import Path
 
 import pytest
 
-from checkpoint_payloads import TRUST_BAIT, WRITERS, build_corpus, build_crafted, crafted_bodies, payloads
+from checkpoint_payloads import (
+    TRUST_BAIT,
+    WRITERS,
+    build_corpus,
+    build_crafted,
+    crafted_bodies,
+    payloads,
+    write_checkpoint,
+)
 from conftest import REPO, clean_env, run, run_python
 
 pytestmark = pytest.mark.slow
@@ -242,3 +250,48 @@ def test_inspect_cli_reads_crafted_files_quickly_and_never_says_loads(corpus) ->
         assert time.monotonic() - start < 30, name
         assert "loads with weights_only=True" not in proc.stdout, (name, proc.stdout)
         assert proc.returncode in (0, 1), (name, proc.returncode, proc.stderr[-500:])
+
+
+@pytest.mark.parametrize("name", list(WRITERS))
+def test_trusting_a_class_that_writes_files_is_refused_and_the_victim_survives(tmp_path: Path, name: str) -> None:
+    """Issue 19, item 5: such classes passed the trust check and truncated a file the checkpoint named."""
+    spelled = SPELLED[name]
+    module, _, attr = spelled.rpartition(".")
+    pytest.importorskip(module.split(".")[0])
+    victim = tmp_path / ("victim.avi" if "video" in name else "victim.txt")  # a container cv2 knows
+    path = write_checkpoint(tmp_path / f"{name}.pth", WRITERS[name](str(victim)))
+    limits = "import resource; resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))\n"
+    truncates = name.endswith("_truncates")  # the others create (or bind) the path they are given
+    # Control: trusted in stock torch (add_safe_globals), the file writes to the victim.
+    if truncates:
+        victim.write_text("precious")
+    code = (
+        f"import torch, {module}\ntry:\n    torch.load({str(path)!r}, weights_only=True)\nexcept Exception:\n    pass\n"
+    )
+    prelude = f"torch.serialization.add_safe_globals([{module}.{attr}, socketserver.BaseRequestHandler])\n"
+    control = f"import socketserver, torch, {module}\n" + prelude + code
+    run_python(limits + control, env=clean_env(MMFIX_DISABLE="1"), timeout=60, check=False)
+    wrote = victim.read_text() != "precious" if truncates else victim.exists()
+    assert wrote, "the control did not write: the payload is not real"
+    # mmfix: trusted by name (both ways) and loaded through each loader: refused, the victim intact.
+    victim.unlink()
+    if truncates:
+        victim.write_text("precious")
+    loads = f"""
+import mmfix, torch, {module}
+from mmengine.runner import CheckpointLoader, load_checkpoint
+mmfix.trust_globals({spelled!r})
+for load in (lambda p: torch.load(p), lambda p: torch.load(p, weights_only=True),
+             lambda p: CheckpointLoader.load_checkpoint(p), lambda p: load_checkpoint(torch.nn.Linear(1, 1), p)):
+    try:
+        load({str(path)!r})
+        print("LOADED")
+    except Exception as e:
+        print(type(e).__name__)
+"""
+    proc = run_python(limits + loads, env=clean_env(MMFIX_TRUSTED_GLOBALS=spelled), timeout=120, check=False)
+    assert [line for line in proc.stdout.splitlines() if line.isidentifier() or line == "LOADED"] == [
+        "CheckpointRefusedError"
+    ] * 4, proc.stdout + proc.stderr[-2000:]
+    assert "mmfix never trusts it" in proc.stdout + proc.stderr and "not a data-only class" in proc.stdout + proc.stderr
+    assert victim.read_text() == "precious" if truncates else not victim.exists()
