@@ -377,7 +377,7 @@ class _Machine:
     def _setitems(self, target: Any, items: list[Any]) -> None:
         if len(items) % 2:
             raise IndexError("odd number of items for SETITEMS")
-        if isinstance(target, Dict) and any(isinstance(key, (Array, Dtype)) for key in items[::2]):
+        if any(isinstance(key, (Array, Dtype)) for key in items[::2]):
             # The loader's stand-ins refuse to be hashed, as numpy's arrays do.
             self.problem("a numpy array or dtype is used as a dict key")
         if isinstance(target, Dict):
