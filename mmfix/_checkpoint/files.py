@@ -165,6 +165,12 @@ def _directory_problem(archive: zipfile.ZipFile, source: Any) -> str | None:
                 return (
                     f"the record {info.filename!r} has no local header where the directory says (the file is damaged)"
                 )
+            if info.compress_type == zipfile.ZIP_STORED and info.compress_size != info.file_size:
+                # torch's zip reader (miniz) refuses such a record; zipfile reads it.
+                return (
+                    f"the stored record {info.filename!r} claims {info.file_size:,} bytes in "
+                    f"{info.compress_size:,} (the file is damaged)"
+                )
             name_len, extra_len = struct.unpack("<HH", header[26:30])
             end = info.header_offset + 30 + name_len + extra_len + info.compress_size
             if end > size:

@@ -53,6 +53,7 @@ class Call:
     args: Any
     built: bool = False
     state: Any = None  # what BUILD gave it (torch keeps it in the object)
+    items: list[Any] | None = None  # what SETITEM(S) put in it (an OrderedDict keeps it)
 
 
 @dataclass(eq=False)
@@ -382,7 +383,11 @@ class _Machine:
             self.problem("a numpy array or dtype is used as a dict key")
         if isinstance(target, Dict):
             target.items.extend(zip(items[::2], items[1::2]))
-        elif not isinstance(target, (Call, Opaque)):
+        elif isinstance(target, Call):
+            if target.items is None:
+                target.items = []
+            target.items.extend(items)
+        elif not isinstance(target, Opaque):
             raise TypeError(f"SETITEM on a {type(target).__name__}")
 
     def _storage(self, pid: Any) -> None:
@@ -444,6 +449,12 @@ class _Machine:
                     raise numpy_guard._refuse("a scalar's dtype is used before its state was given")
                 if len(args[1]) != args[0].itemsize:
                     raise numpy_guard._refuse(f"a {args[0].spec} scalar has {len(args[1])} bytes")
+            elif name == "torch._utils._rebuild_tensor_v2":
+                if not _tensor_v2_args(args):
+                    self.problem(
+                        "a tensor is rebuilt from arguments of types torch.save never writes (storage, offset, "
+                        "size, stride, requires_grad, hooks); torch's own rebuild refuses them"
+                    )
             elif name == "torch._tensor._rebuild_from_type_v2":
                 if isinstance(args, tuple) and len(args) == 4 and _holds_array(args[3]):
                     raise numpy_guard._refuse(
@@ -587,7 +598,27 @@ def _standins_held(root: Any) -> list[str]:
         elif isinstance(token, Call) and not (isinstance(token.func, Global) and token.func.name in _STANDINS):
             stack.append(token.args)
             stack.append(token.state)
+            stack.extend(token.items or ())
     return found
+
+
+def _ints(value: Any) -> bool:
+    items = value.items if isinstance(value, List) else value if isinstance(value, tuple) else None
+    return items is not None and all(type(n) is int for n in items)
+
+
+def _tensor_v2_args(args: Any) -> bool:
+    """(storage, offset, size, stride, requires_grad, backward_hooks[, metadata]) of the types
+    torch's _rebuild_tensor_v2 works with."""
+    return (
+        isinstance(args, tuple)
+        and len(args) in (6, 7)
+        and isinstance(args[0], Storage)
+        and type(args[1]) is int
+        and _ints(args[2])
+        and _ints(args[3])
+        and type(args[4]) is bool
+    )
 
 
 def _holds_array(state: Any) -> bool:
