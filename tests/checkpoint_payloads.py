@@ -436,6 +436,27 @@ TRUST_BAIT = {
     "trust_bytes_64_gib": "builtins.bytes",
     "trust_fx_reduce_graph_module_execs": "torch.fx.graph_module.reduce_graph_module",
     "trust_codecs_open_writes_file": "codecs.open",
+    # Classes that open or write files (or bind sockets) when constructed: no module list names
+    # them (issue 19, item 5); their shape does (own __init__, C implementation).
+    "trust_fortran_file_truncates": "scipy.io._fortran.FortranFile",
+    "trust_netcdf_file_truncates": "scipy.io._netcdf.netcdf_file",
+    "trust_wave_writer_truncates": "wave.Wave_write",
+    "trust_mbox_creates_file": "mailbox.mbox",
+    "trust_unix_server_binds": "socketserver.UnixStreamServer",
+    "trust_video_writer_creates_file": "cv2.VideoWriter",
+}
+#: TRUST_BAIT entries whose class writes to a path the file names: name -> pickle body for a victim path
+WRITERS = {
+    "trust_fortran_file_truncates": lambda victim: call(g("scipy.io._fortran", "FortranFile"), s(victim), s("w")),
+    "trust_netcdf_file_truncates": lambda victim: call(g("scipy.io._netcdf", "netcdf_file"), s(victim), s("w")),
+    "trust_wave_writer_truncates": lambda victim: call(g("wave", "Wave_write"), s(victim)),
+    "trust_mbox_creates_file": lambda victim: call(g("mailbox", "mbox"), s(victim)),
+    "trust_unix_server_binds": lambda victim: call(
+        g("socketserver", "UnixStreamServer"), s(victim), g("socketserver", "BaseRequestHandler")
+    ),
+    "trust_video_writer_creates_file": lambda victim: call(
+        g("cv2", "VideoWriter"), s(victim), i4(0x47504A4D), i4(1), tup(i4(8), i4(8))
+    ),
 }
 
 
@@ -595,6 +616,54 @@ def _review_bodies(tmp: Path) -> dict[str, tuple[str, bytes]]:
         ),
         "numpy_shape_2_64": ("memory", np_array((0, 1 << 64), F8, b"")),
         "bytearray_64_gib": ("memory", call(g("builtins", "bytearray"), long_(1 << 36))),
+        **{name: ("trust", writer(m(name))) for name, writer in WRITERS.items()},
+        **_round2_bodies(),
+    }
+
+
+def _round2_bodies() -> dict[str, tuple[str, bytes]]:
+    """Issue 19: mmfix's stand-ins escaping a load (item 6), values the loader refuses that
+    inspect called loadable (item 7)."""
+    arr = np_array((2,), F8, b"\0" * 16)
+    return {
+        "escape_history_buffer_without_state": ("escape", HB_GLOBAL + EMPTY_TUPLE + NEWOBJ),
+        "escape_history_buffer_without_state_nested": (
+            "escape",
+            EMPTY_DICT
+            + s("log_scalars")
+            + EMPTY_DICT
+            + s("loss")
+            + HB_GLOBAL
+            + EMPTY_TUPLE
+            + NEWOBJ
+            + SETITEM
+            + SETITEM,
+        ),
+        "escape_history_buffer_class_as_value": ("escape", HB_GLOBAL),
+        "escape_numpy_dtype_as_value": ("escape", EMPTY_LIST + g("numpy", "dtype") + b"a"),
+        "escape_ndarray_name_in_tuple": ("escape", tup(g("numpy", "ndarray"), arr)),
+        "escape_getattr_as_dict_key": ("escape", EMPTY_DICT + g("builtins", "getattr") + s("v") + SETITEM),
+        "escape_reconstruct_in_ordereddict_state": (
+            "escape",
+            call(g("collections", "OrderedDict"), EMPTY_TUPLE)
+            + EMPTY_DICT
+            + s("x")
+            + g(NP, "_reconstruct")
+            + SETITEM
+            + BUILD,
+        ),
+        "verdict_dtype_string_trailing_newline": (
+            "verdict",
+            np_array((1,), np_dtype("S8\n", dtype_state(order="|", elsize=8, align=1)), b"A" * 8),
+        ),
+        "verdict_array_dtype_never_built": (
+            "verdict",
+            np_array((1,), call(g("numpy", "dtype"), s("f8"), FALSE, TRUE), b"A" * 8),
+        ),
+        "verdict_scalar_dtype_never_built": (
+            "verdict",
+            call(g(NP, "scalar"), call(g("numpy", "dtype"), s("f8"), FALSE, TRUE), b_(b"A" * 8)),
+        ),
     }
 
 

@@ -1,4 +1,5 @@
-"""Loads crafted checkpoints, each in its own forked process, through every loader.
+"""Loads crafted checkpoints, each in its own forked process, through every loader
+(MMEngine's URL and model-zoo loaders through torch.hub's cache).
 
     python crafted_worker.py mmfix|stock FILE [FILE ...]
 
@@ -18,9 +19,12 @@ import encodings.latin_1  # noqa: F401
 import json
 import os
 import resource
+import shutil
 import signal
 import sys
 import tempfile
+import urllib.parse
+from pathlib import Path
 
 MODE = sys.argv[1]
 FILES = sys.argv[2:]
@@ -69,6 +73,41 @@ def _resume(path: str) -> None:
     Runner.resume(runner, path)
 
 
+# MMEngine's URL and model-zoo loaders read torch.hub's cache: the crafted file is put there
+# under the name torch.hub.load_state_dict_from_url gives the URL's download (nothing is
+# downloaded: the cached file exists).
+HUB_CACHE = Path(tempfile.mkdtemp(prefix="crafted-hub-")) / "hub" / "checkpoints"
+HUB_CACHE.mkdir(parents=True)
+os.environ["TORCH_HOME"] = str(HUB_CACHE.parents[1])
+URL = "http://example.invalid/crafted/ckpt.pth"
+
+
+def _model_zoo_url(scheme: str) -> str:
+    from mmengine.runner import checkpoint
+
+    table = {"open-mmlab://": checkpoint.get_external_models, "mmcls://": checkpoint.get_mmcls_models}[scheme]()
+    name = next(n for n, url in table.items() if url.startswith("http"))
+    return scheme + name, table[name]
+
+
+ZOO = {scheme: _model_zoo_url(scheme) for scheme in ("open-mmlab://", "mmcls://")}
+
+
+def _cached(path: str, url: str) -> None:
+    shutil.copyfile(path, HUB_CACHE / os.path.basename(urllib.parse.urlparse(url).path))
+
+
+def _pretrained(path: str) -> None:
+    from mmengine.model import BaseModule
+
+    class Model(BaseModule):
+        def __init__(self) -> None:
+            super().__init__(init_cfg={"type": "Pretrained", "checkpoint": URL})
+            self.fc = torch.nn.Linear(1, 1)
+
+    Model().init_weights()
+
+
 def _auto_resume_check(path: str) -> None:
     if MODE == "stock":
         return
@@ -101,6 +140,19 @@ LOADERS = {
     "Runner.resume": _resume,
     "auto-resume check": _auto_resume_check,
     "mmfix inspect": _inspect,
+    "CheckpointLoader(http://)": lambda p: CheckpointLoader.load_checkpoint(URL),
+    "CheckpointLoader(open-mmlab://)": lambda p: CheckpointLoader.load_checkpoint(ZOO["open-mmlab://"][0]),
+    "load_checkpoint(mmcls://)": lambda p: load_checkpoint(torch.nn.Linear(1, 1), ZOO["mmcls://"][0]),
+    "init_cfg Pretrained(http://)": _pretrained,
+    "Runner.resume(http://)": lambda p: _resume(URL),
+}
+#: loader -> the URL whose cache entry the file is put in first
+CACHED_AS = {
+    "CheckpointLoader(http://)": URL,
+    "CheckpointLoader(open-mmlab://)": ZOO["open-mmlab://"][1],
+    "load_checkpoint(mmcls://)": ZOO["mmcls://"][1],
+    "init_cfg Pretrained(http://)": URL,
+    "Runner.resume(http://)": URL,
 }
 if MODE == "stock":
     LOADERS = {"torch.load(weights_only=True)": LOADERS["torch.load(weights_only=True)"]}
@@ -121,6 +173,8 @@ def child(path: str, loader: str, out_fd: int) -> None:
         ):
             acted.append(f"{event} {str(args)[:120]}")
 
+    if loader in CACHED_AS:
+        _cached(path, CACHED_AS[loader])
     sys.addaudithook(audit)
     registry = dict(HistoryBuffer._statistics_methods)
     watching[0] = True
@@ -170,7 +224,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         warm = os.path.join(tmp, "warm.pth")
         torch.save({"a": torch.ones(1)}, warm)
-        for load in LOADERS.values():
+        for name, load in LOADERS.items():
+            if name in CACHED_AS:
+                _cached(warm, CACHED_AS[name])
             try:
                 load(warm)
             except BaseException:
@@ -186,6 +242,7 @@ def main() -> None:
             row["acted"] += one["acted"]
             row["class_state_changed"] |= one["class_state_changed"]
         print(json.dumps(row), flush=True)
+    shutil.rmtree(HUB_CACHE.parents[1], ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -228,6 +228,7 @@ def main() -> None:
     outcomes: dict[str, int] = {}
     kinds: dict[str, int] = {}
     bad: list[dict] = []
+    disagree: list[dict] = []  # inspect called loadable what the loader did not load
     slowest = 0.0
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "fuzzed.pth"
@@ -237,12 +238,13 @@ def main() -> None:
             path.write_bytes(blob)
             start = time.perf_counter()
             LOADING[0] = True
+            verdict = None
             try:
                 if case % 5 == 0:
                     try:  # the static reader of mmfix inspect, on the same file
-                        inspect_checkpoint(str(path))
+                        verdict = inspect_checkpoint(str(path))["loadable_with_weights_only"]
                     except CheckpointCorruptError:
-                        pass
+                        verdict = False
                 torch.load(str(path) if case % 4 else io.BytesIO(blob))
                 outcome = "loaded"
             except (CheckpointCorruptError, CheckpointRefusedError) as exc:
@@ -252,13 +254,24 @@ def main() -> None:
                 bad.append({"case": case, "kind": kind, "error": f"{type(exc).__name__}: {str(exc)[:300]}"})
             finally:
                 LOADING[0] = False
+            # inspect may call a file damaged that the loader reads anyway (torch checks no CRC),
+            # never loadable one the loader refuses.
+            if verdict and outcome != "loaded":
+                disagree.append({"case": case, "kind": kind, "inspect_loadable": verdict, "load": outcome})
             slowest = max(slowest, time.perf_counter() - start)
             outcomes[outcome] = outcomes.get(outcome, 0) + 1
             kinds[kind] = kinds.get(kind, 0) + 1
     print(
         "FUZZ "
         + json.dumps(
-            {"outcomes": outcomes, "kinds": kinds, "bad": bad[:20], "executed": executed, "slowest_s": slowest}
+            {
+                "outcomes": outcomes,
+                "kinds": kinds,
+                "bad": bad[:20],
+                "disagree": disagree[:20],
+                "executed": executed,
+                "slowest_s": slowest,
+            }
         )
     )
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import os
+import stat
 import struct
 import zipfile
 import zlib
@@ -33,6 +34,33 @@ def path_of(f: Any) -> str | None:
         return str(os.fspath(f))
     name = getattr(f, "name", None)
     return name if isinstance(name, str) else None
+
+
+_SPECIAL_KINDS = (
+    (stat.S_ISFIFO, "FIFO (named pipe)"),
+    (stat.S_ISCHR, "character device"),
+    (stat.S_ISBLK, "block device"),
+    (stat.S_ISSOCK, "socket"),
+)
+
+
+def special_file_problem(f: Any) -> str | None:
+    """Why the path ``f`` cannot be read as a checkpoint without blocking or reading forever (a FIFO
+    waits for a writer, a device may never end), or None (a missing path or a directory keeps
+    Python's own error; buffers and file objects are the caller's)."""
+    if not isinstance(f, (str, os.PathLike)):
+        return None
+    try:
+        mode = os.stat(f).st_mode
+    except (OSError, ValueError):
+        return None
+    for test, kind in _SPECIAL_KINDS:
+        if test(mode):
+            return (
+                f"it is a {kind}, not a regular file; a checkpoint is read from a file (a FIFO waits for a "
+                "writer, a device may never end), so mmfix does not open it. Copy the checkpoint to a file and load that"
+            )
+    return None
 
 
 def file_format(head: bytes) -> str:
@@ -136,6 +164,12 @@ def _directory_problem(archive: zipfile.ZipFile, source: Any) -> str | None:
             if len(header) < 30 or header[:4] != b"PK\x03\x04":
                 return (
                     f"the record {info.filename!r} has no local header where the directory says (the file is damaged)"
+                )
+            if info.compress_type == zipfile.ZIP_STORED and info.compress_size != info.file_size:
+                # torch's zip reader (miniz) refuses such a record; zipfile reads it.
+                return (
+                    f"the stored record {info.filename!r} claims {info.file_size:,} bytes in "
+                    f"{info.compress_size:,} (the file is damaged)"
                 )
             name_len, extra_len = struct.unpack("<HH", header[26:30])
             end = info.header_offset + 30 + name_len + extra_len + info.compress_size

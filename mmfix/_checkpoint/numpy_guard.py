@@ -40,7 +40,8 @@ _FIXED = {
     **{f"f{n}": n for n in (2, 4, 8, 16)},
     **{f"c{n}": n for n in (8, 16, 32)},
 }
-_FLEXIBLE = re.compile(r"^([SU])([1-9][0-9]{0,8})$")
+# fullmatch only: "$" would also match before a trailing newline ("S8\n"), which numpy refuses.
+_FLEXIBLE = re.compile(r"([SU])([1-9][0-9]{0,8})")
 _MAX_NDIM = 32  # numpy's limit is 64; nothing MMEngine writes comes close
 _MAX_ITEMSIZE = 1 << 20
 _MAX_DIM = 1 << 62  # numpy's own limit is below 2**63
@@ -55,8 +56,8 @@ def check_dtype_args(args: Any) -> str:
     if not (isinstance(args, tuple) and len(args) == 3):
         raise _refuse(f"numpy.dtype called with {_short(args)}; numpy writes (spec, False, True)")
     spec, align, copy = args
-    flexible = _FLEXIBLE.match(spec) if isinstance(spec, str) else None
-    if not isinstance(spec, str) or (spec not in _FIXED and not flexible):
+    flexible = _FLEXIBLE.fullmatch(spec) if type(spec) is str else None
+    if type(spec) is not str or (spec not in _FIXED and not flexible):
         raise _refuse(
             f"dtype {_short(spec)} is not a plain numeric, bool, bytes or str dtype "
             "(object, structured, void and datetime dtypes are refused)"
@@ -70,7 +71,7 @@ def check_dtype_args(args: Any) -> str:
 
 def check_dtype_state(spec: str, state: Any) -> str:
     """The BUILD state of a dtype; returns its byte order."""
-    flexible = _FLEXIBLE.match(spec)
+    flexible = _FLEXIBLE.fullmatch(spec)
     if flexible and flexible.group(1) == "S":
         expected: tuple[Any, ...] = (int(flexible.group(2)), 1, 0)
         orders: tuple[str, ...] = ("|",)
@@ -269,6 +270,10 @@ _BUILDERS: list[tuple[Any, str]] = [
     (ArrayBuilder, "mmfix numpy array builder"),
 ]
 NAMES = frozenset(name for _, name in _STANDINS)
+
+
+def standin_objects() -> dict[str, Any]:
+    return {name: obj for obj, name in _STANDINS}
 
 
 def entries() -> list[Any]:

@@ -17,7 +17,6 @@ with the same validators, so ``mmfix inspect`` gives the loader's verdict.
 from __future__ import annotations
 
 import _compat_pickle
-import gc
 import io
 import pickle
 import pickletools
@@ -53,6 +52,8 @@ class Call:
     func: Any
     args: Any
     built: bool = False
+    state: Any = None  # what BUILD gave it (torch keeps it in the object)
+    items: list[Any] | None = None  # what SETITEM(S) put in it (an OrderedDict keeps it)
 
 
 @dataclass(eq=False)
@@ -101,9 +102,14 @@ class Reading:
     problems: list[str] = field(default_factory=list)
     root: Any = None
     ops: int = 0
+<<<<<<< HEAD
     #: persistent ids not in the one form torch.save writes, ("storage", <a global>, <str key>,
     #: <str location>, <int numel>): how mmfix knows ``storages`` holds every storage exactly
     unusual_storages: int = 0
+=======
+    # ('storage', type, key, location, numel), plus view metadata in the legacy (pre-1.6) format
+    pid_items: int = 5
+>>>>>>> sec-loader
 
 
 def read(stream: io.BytesIO, reading: Reading | None = None) -> Reading:
@@ -112,10 +118,10 @@ def read(stream: io.BytesIO, reading: Reading | None = None) -> Reading:
     reading = reading or Reading()
     machine = _Machine(reading)
     deadline = time.monotonic() + MAX_SECONDS
-    # Hundreds of thousands of live tokens make every GC pass walk them all:
-    # quadratic time. Tokens only form cycles if the pickle makes them; collect after.
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
+    # The garbage collector stays on (switching it off is process-wide: other threads run
+    # meanwhile). CPython collects the oldest generation only once it has grown by a quarter,
+    # so hundreds of thousands of live tokens cost a constant factor (about 2.5x here), not a
+    # square; the opcode and time bounds above hold either way.
     try:
         for opcode, arg, _pos in pickletools.genops(stream):
             reading.ops += 1
@@ -142,9 +148,6 @@ def read(stream: io.BytesIO, reading: Reading | None = None) -> Reading:
         RecursionError,
     ) as exc:
         raise PickleUnreadable(f"its pickle is damaged ({type(exc).__name__}: {str(exc)[:200]})") from None
-    finally:
-        if gc_was_enabled:
-            gc.enable()
     return reading
 
 
@@ -171,6 +174,47 @@ _PUSH_ARG = frozenset(
         "BINUNICODE8",
     )
 )
+# The opcodes torch's weights_only unpickler reads (torch.save writes protocol 2 with these);
+# any other is refused by the loader ("Unsupported operand"), so the reader says so too.
+# A unit test compares this with the installed torch.
+TORCH_OPCODES = frozenset(
+    (
+        "APPEND",
+        "APPENDS",
+        "BINFLOAT",
+        "BINGET",
+        "BININT",
+        "BININT1",
+        "BININT2",
+        "BINPERSID",
+        "BINPUT",
+        "BINUNICODE",
+        "BUILD",
+        "EMPTY_DICT",
+        "EMPTY_LIST",
+        "EMPTY_SET",
+        "EMPTY_TUPLE",
+        "GLOBAL",
+        "LONG1",
+        "LONG_BINGET",
+        "LONG_BINPUT",
+        "MARK",
+        "NEWFALSE",
+        "NEWOBJ",
+        "NEWTRUE",
+        "NONE",
+        "PROTO",
+        "REDUCE",
+        "SETITEM",
+        "SETITEMS",
+        "SHORT_BINSTRING",
+        "STOP",
+        "TUPLE",
+        "TUPLE1",
+        "TUPLE2",
+        "TUPLE3",
+    )
+)
 _PUT = frozenset(("PUT", "BINPUT", "LONG_BINPUT"))
 _GET = frozenset(("GET", "BINGET", "LONG_BINGET"))
 
@@ -181,6 +225,18 @@ class _Machine:
         self.stack: list[Any] = []
         self.metastack: list[list[Any]] = []
         self.memo: dict[int, Any] = {}
+        self.buffers: list[Call] = []
+        self.foreign: set[str] = set()
+
+    def finish(self) -> None:
+        """What mmfix checks once a load has ended (see ``escapes``): every HistoryBuffer got its
+        state, and no stand-in is held as a value where the caller would get it."""
+        if any(not buffer.built for buffer in self.buffers):
+            self.problem(
+                "it creates a HistoryBuffer without its state; MMEngine always writes a buffer together with its state"
+            )
+        for name in _standins_held(self.r.root):
+            self.problem(f"it holds the global {name} itself as a value, where the caller would get mmfix's stand-in")
 
     def problem(self, text: str) -> None:
         if len(self.r.problems) < _MAX_PROBLEMS:
@@ -195,6 +251,9 @@ class _Machine:
 
     def step(self, name: str, arg: Any) -> None:
         stack = self.stack
+        if name not in TORCH_OPCODES and name not in self.foreign:
+            self.foreign.add(name)
+            self.problem(f"it uses the pickle opcode {name}, which torch's safe loader does not read")
         if name in _PUSH_ARG:
             stack.append(arg)
         elif name in _PUT:
@@ -208,8 +267,9 @@ class _Machine:
             return
         elif name == "STOP":
             self.r.root = stack.pop()
+            self.finish()
         elif name == "BYTEARRAY8":
-            stack.append(Opaque("bytearray"))
+            stack.append(numpy_guard.ByteCount(len(arg)))  # bytes all the same to numpy's checks
         elif name == "NONE":
             stack.append(None)
         elif name in ("NEWTRUE", "NEWFALSE"):
@@ -285,7 +345,10 @@ class _Machine:
             cls = stack.pop()
             if isinstance(cls, Global) and cls.name in numpy_guard.NAMES:
                 self.problem(f"it creates {cls.name} with NEWOBJ; numpy never writes that")
-            stack.append(Call(cls, args))
+            made = Call(cls, args)
+            if isinstance(cls, Global) and cls.name == _HISTORY_BUFFER:
+                self.buffers.append(made)  # each must get its state (see finish)
+            stack.append(made)
         elif name == "BUILD":
             state = stack.pop()
             self._build(stack[-1], state)
@@ -321,12 +384,20 @@ class _Machine:
     def _setitems(self, target: Any, items: list[Any]) -> None:
         if len(items) % 2:
             raise IndexError("odd number of items for SETITEMS")
+        if any(isinstance(key, (Array, Dtype)) for key in items[::2]):
+            # The loader's stand-ins refuse to be hashed, as numpy's arrays do.
+            self.problem("a numpy array or dtype is used as a dict key")
         if isinstance(target, Dict):
             target.items.extend(zip(items[::2], items[1::2]))
-        elif not isinstance(target, (Call, Opaque)):
+        elif isinstance(target, Call):
+            if target.items is None:
+                target.items = []
+            target.items.extend(items)
+        elif not isinstance(target, Opaque):
             raise TypeError(f"SETITEM on a {type(target).__name__}")
 
     def _storage(self, pid: Any) -> None:
+<<<<<<< HEAD
         if not (
             isinstance(pid, tuple)
             and len(pid) == 5
@@ -336,6 +407,12 @@ class _Machine:
             and type(pid[4]) is int
         ):
             self.r.unusual_storages += 1
+=======
+        if not (isinstance(pid, tuple) and len(pid) == self.r.pid_items and pid[0] == "storage"):
+            # torch reads ('storage', storage type, key, location, numel[, view]) and nothing else.
+            self.problem(f"it references a storage by an id torch cannot read ({label(pid)})")
+            return
+>>>>>>> sec-loader
         if isinstance(pid, tuple) and len(pid) >= 5 and pid[0] == "storage":
             _, storage_type, key, location, numel = pid[:5]
             type_name = storage_type.name if isinstance(storage_type, Global) else type(storage_type).__name__
@@ -386,8 +463,16 @@ class _Machine:
                     and isinstance(args[1], (bytes, numpy_guard.ByteCount))
                 ):
                     raise numpy_guard._refuse("a numpy scalar is not written as (dtype, bytes)")
+                if not args[0].built:
+                    raise numpy_guard._refuse("a scalar's dtype is used before its state was given")
                 if len(args[1]) != args[0].itemsize:
                     raise numpy_guard._refuse(f"a {args[0].spec} scalar has {len(args[1])} bytes")
+            elif name == "torch._utils._rebuild_tensor_v2":
+                if not _tensor_v2_args(args):
+                    self.problem(
+                        "a tensor is rebuilt from arguments of types torch.save never writes (storage, offset, "
+                        "size, stride, requires_grad, hooks); torch's own rebuild refuses them"
+                    )
             elif name == "torch._tensor._rebuild_from_type_v2":
                 if isinstance(args, tuple) and len(args) == 4 and _holds_array(args[3]):
                     raise numpy_guard._refuse(
@@ -400,6 +485,13 @@ class _Machine:
                         f"it asks bytearray() for {requested:,} bytes, which no checkpoint holds; loading "
                         "it may exhaust this machine's memory"
                     )
+                # What the loader's bytearray() makes of plain arguments: bytes of a known length.
+                if args == ():
+                    return numpy_guard.ByteCount(0)
+                if type(requested) is int and requested >= 0:
+                    return numpy_guard.ByteCount(requested)
+                if isinstance(requested, (bytes, numpy_guard.ByteCount)):
+                    return numpy_guard.ByteCount(len(requested))
             elif name == "builtins.set":
                 members = args[0] if isinstance(args, tuple) and len(args) == 1 else None
                 items = members.items if isinstance(members, List) else members if isinstance(members, tuple) else ()
@@ -427,6 +519,8 @@ class _Machine:
         return Call(func, args)
 
     def _build(self, inst: Any, state: Any) -> None:
+        if isinstance(inst, Call):
+            inst.state = state if inst.state is None else (inst.state, state)
         try:
             if isinstance(inst, Dtype):
                 if inst.built:
@@ -438,6 +532,8 @@ class _Machine:
                     raise numpy_guard._refuse("an array is built twice")
                 if not (isinstance(state, tuple) and len(state) == 5 and isinstance(state[2], Dtype)):
                     raise numpy_guard._refuse("an array's state has no numpy dtype")
+                if not state[2].built:
+                    raise numpy_guard._refuse("an array's dtype is used before its state was given")
                 numpy_guard.check_array_state(state, state[2].itemsize)
                 inst.built = True
             elif isinstance(inst, Call) and isinstance(inst.func, Global) and inst.func.name == _HISTORY_BUFFER:
@@ -492,6 +588,55 @@ class _Machine:
                     f"it maps the HistoryBuffer statistic {key!r} to something other than the method of "
                     "that name; a load must not change what other buffers compute"
                 )
+
+
+_STANDINS = numpy_guard.NAMES | {_HISTORY_BUFFER, "builtins.getattr"}
+
+
+def _standins_held(root: Any) -> list[str]:
+    """Stand-in globals reachable from ``root`` as values: through containers, and BUILD states
+    and call arguments torch keeps as data (not the arguments of the stand-ins themselves)."""
+    found: list[str] = []
+    seen: set[int] = set()
+    stack = [root]
+    while stack and len(found) < _MAX_PROBLEMS:
+        token = stack.pop()
+        if id(token) in seen:
+            continue
+        seen.add(id(token))
+        if isinstance(token, Global):
+            if token.name in _STANDINS:
+                found.append(token.name)
+        elif isinstance(token, tuple):
+            stack.extend(token)
+        elif isinstance(token, List):
+            stack.extend(token.items)
+        elif isinstance(token, Dict):
+            stack.extend(x for kv in token.items for x in kv)
+        elif isinstance(token, Call) and not (isinstance(token.func, Global) and token.func.name in _STANDINS):
+            stack.append(token.args)
+            stack.append(token.state)
+            stack.extend(token.items or ())
+    return found
+
+
+def _ints(value: Any) -> bool:
+    items = value.items if isinstance(value, List) else value if isinstance(value, tuple) else None
+    return items is not None and all(type(n) is int for n in items)
+
+
+def _tensor_v2_args(args: Any) -> bool:
+    """(storage, offset, size, stride, requires_grad, backward_hooks[, metadata]) of the types
+    torch's _rebuild_tensor_v2 works with."""
+    return (
+        isinstance(args, tuple)
+        and len(args) in (6, 7)
+        and isinstance(args[0], Storage)
+        and type(args[1]) is int
+        and _ints(args[2])
+        and _ints(args[3])
+        and type(args[4]) is bool
+    )
 
 
 def _holds_array(state: Any) -> bool:

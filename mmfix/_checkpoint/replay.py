@@ -170,6 +170,7 @@ def replay_file(source: Any, reading: pickle_reader.Reading, record_sizes: dict[
             fh.close()
     for _ in range(3):  # magic number, protocol version, sys info
         pickle_reader.read(head, pickle_reader.Reading())
+    reading.pid_items = 6
     pickle_reader.read(head, reading)
     return facts
 
@@ -218,9 +219,11 @@ def consistency_problem(source: Any) -> str | None:
     if files.file_format(files.read_head(source) or b"") != "zip":
         return None
     reading, sizes = _replay_source(source)
-    problem = _metadata_problem(source)
-    if problem:
-        return problem
+    return metadata_problem(source) or storages_problem(reading, sizes)
+
+
+def storages_problem(reading: pickle_reader.Reading, sizes: dict[str, int]) -> str | None:
+    """Why the storages the pickle references do not fit the archive's records, or None."""
     for storage in reading.storages:
         size = sizes.get(storage["key"])
         if size is None:
@@ -232,7 +235,7 @@ def consistency_problem(source: Any) -> str | None:
     return None
 
 
-def _metadata_problem(source: Any) -> str | None:
+def metadata_problem(source: Any) -> str | None:
     """The small records torch reads besides the pickle: version and byte order."""
     with zipfile.ZipFile(source) as archive:
         names = archive.namelist()

@@ -13,7 +13,7 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from . import diagnosis, files, pickle_reader
-from .replay import ITEMSIZE, allowed_globals, replay_file
+from .replay import ITEMSIZE, allowed_globals, metadata_problem, replay_file, storages_problem
 
 
 def inspect_checkpoint(path: str) -> dict[str, Any]:
@@ -24,6 +24,9 @@ def inspect_checkpoint(path: str) -> dict[str, Any]:
         raise CheckpointCorruptError(f"no checkpoint at {path!r}: the path does not exist", path=path)
     if os.path.isdir(path):
         raise CheckpointCorruptError(f"{path!r} is a directory, not a checkpoint file", path=path)
+    special = files.special_file_problem(path)
+    if special:  # before anything opens it: opening a FIFO blocks
+        raise CheckpointCorruptError(f"cannot inspect checkpoint {path!r}: {special}", path=path)
     problem = diagnosis.diagnose(path)
     if problem:
         raise CheckpointCorruptError(f"cannot inspect checkpoint {path!r}: {problem}", path=path)
@@ -49,6 +52,11 @@ def inspect_checkpoint(path: str) -> dict[str, Any]:
             f"cannot inspect checkpoint {path!r}: it cannot be read ({type(exc).__name__}: {exc})", path=path
         ) from None
 
+    if fmt == "zip":
+        # What the loader finds wrong with the same file (see diagnosis): inspect's verdict is the loader's.
+        problem = metadata_problem(path) or storages_problem(reading, record_sizes)
+        if problem:
+            raise CheckpointCorruptError(f"cannot inspect checkpoint {path!r}: {problem}", path=path)
     by_device: dict[str, int] = defaultdict(int)
     counts: Counter[str] = Counter()
     for storage in reading.storages:

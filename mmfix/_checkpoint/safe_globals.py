@@ -28,7 +28,7 @@ import types
 from typing import Any, Iterable
 
 from .. import _log, _settings
-from . import numpy_guard
+from . import class_shapes, escapes, numpy_guard
 
 HISTORY_BUFFER = "mmengine.logging.history_buffer.HistoryBuffer"
 _STATISTICS = frozenset(("min", "max", "current", "mean"))
@@ -343,54 +343,37 @@ def assess(name: str) -> tuple[str, str | None]:
     problem = object_problem(obj, name)
     if problem is not None:
         return ("unvetted" if problem.startswith(("the name", NEVER_TRUSTED_REASON)) else "hostile"), problem
-    if not isinstance(obj, type):
-        return "unvetted", "it is a function: a file may call it with any arguments, so mmfix never trusts functions"
-    if not data_only(obj):
-        return "unvetted", (
-            "it is a class with its own __init__, __new__ or __setstate__: a file may call them with "
-            "any arguments, and mmfix cannot tell whether that is harmless"
-        )
+    problem = trust_problem(obj, name)
+    if problem is not None:
+        return "unvetted", problem
     return "trustable", None
 
 
-def data_only(cls: type) -> bool:
-    """A class whose instances a file can only fill with data: a dataclass or NamedTuple with
-    generated methods, or a class that inherits construction and state from object."""
-    import dataclasses
-
-    if issubclass(cls, tuple) and hasattr(cls, "_fields"):
-        return cls.__mro__[1:] == (tuple, object) and "__setstate__" not in vars(cls)
-    generated = dataclasses.is_dataclass(cls)
-    for klass in cls.__mro__[:-1]:
-        own = vars(klass)
-        if (
-            "__new__" in own
-            or "__setstate__" in own
-            or "__post_init__" in own
-            or "__reduce__" in own
-            or "__reduce_ex__" in own
-            or "__setattr__" in own
-        ):
-            return False
-        if "__init__" in own and not (
-            generated
-            and dataclasses.is_dataclass(klass)
-            and getattr(own["__init__"], "__qualname__", "").endswith("__init__")
-            and _generated_init(klass)
-        ):
-            return False
-    return True
+_FUNCTION_PROBLEM = (
+    "it is a function: a file may call a trusted function with any arguments, so mmfix trusts data-only "
+    "classes only (torch.serialization.add_safe_globals is torch's own way, at your own risk)"
+)
 
 
-def _generated_init(klass: type) -> bool:
-    # dataclass-made __init__ functions are compiled from a string: their code has no real file.
-    init = vars(klass)["__init__"]
-    code = getattr(init, "__code__", None)
-    return code is not None and code.co_filename.startswith("<")
+def trust_problem(obj: Any, name: str) -> str | None:
+    """Why ``obj`` (named ``name``) must not be trusted, or None: the one rule behind
+    MMFIX_TRUSTED_GLOBALS, mmfix.trust_globals(), the refusal's trust line and inspect's."""
+    problem = object_problem(obj, name)
+    if problem is not None:
+        return problem
+    if not isinstance(obj, type):
+        return _FUNCTION_PROBLEM
+    shape = class_shapes.shape_problem(obj)
+    if shape is not None:
+        return (
+            f"it is not a data-only class ({shape}); mmfix trusts only dataclasses and NamedTuples with "
+            "generated methods and plain classes that inherit construction and state from object"
+        )
+    return None
 
 
 def suggestion_for(name: str) -> str | None:
-    """``name`` if a refusal may offer the copy-paste trust line for it: a plain, harmless class
+    """``name`` if a refusal may offer the copy-paste trust line for it: a data-only class
     that is already imported (a file's names are never imported to find out)."""
     name = qualify(name)
     module_name, _, attr = name.rpartition(".")
@@ -398,7 +381,7 @@ def suggestion_for(name: str) -> str | None:
     if module is None or "." in attr:
         return None
     obj = module.__dict__.get(attr)
-    if not isinstance(obj, type) or object_problem(obj, name) is not None:
+    if obj is None or trust_problem(obj, name) is not None:
         return None
     return name
 
@@ -425,7 +408,9 @@ def _guard_history_buffer(real: type) -> type:
                     "mmfix: the checkpoint constructs a HistoryBuffer with arguments; "
                     "MMEngine writes it as an empty object plus its state"
                 )
-            return object.__new__(cls)
+            instance = object.__new__(cls)
+            escapes.made(instance, real)  # it must have become the real class by the end of the load
+            return instance
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             raise pickle.UnpicklingError("mmfix: the checkpoint calls HistoryBuffer(...); MMEngine never does")
@@ -467,6 +452,12 @@ def _guard_history_buffer(real: type) -> type:
     HistoryBuffer.__module__ = real.__module__
     HistoryBuffer.__qualname__ = real.__qualname__
     return HistoryBuffer
+
+
+def standins() -> dict[str, Any]:
+    """name -> every object mmfix puts on torch's list in place of the real one (none may reach a caller)."""
+    guard = {HISTORY_BUFFER: _guarded_history_buffer} if _guarded_history_buffer is not None else {}
+    return {**guard, "builtins.getattr": restricted_getattr, **numpy_guard.standin_objects()}
 
 
 def _history_buffer_entries() -> list[Any]:
@@ -581,13 +572,7 @@ def trust(names: Iterable[Any], source: str = "mmfix.trust_globals()") -> None:
                     key=f"untrusted:{item}",
                 )
                 continue
-            problem = object_problem(obj, label)
-            if problem is None and not isinstance(obj, type):
-                problem = (
-                    "it is a function, and a file may call a trusted function with any arguments; mmfix "
-                    "trusts classes only (torch.serialization.add_safe_globals is torch's own way, at "
-                    "your own risk)"
-                )
+            problem = trust_problem(obj, label)
         if problem is not None:
             _log.error(
                 f"{source} names {label!r}; mmfix never trusts it: {problem}. No real checkpoint needs it; "

@@ -15,7 +15,7 @@ import re
 from typing import Any, Callable
 
 from .. import _log, _wrapping
-from .._checkpoint import atomic, diagnosis
+from .._checkpoint import atomic, diagnosis, files
 
 _swaps = _wrapping.SwapSet()
 _STEP = re.compile(r"^(epoch|iter)_(\d+)\.pth$")
@@ -33,6 +33,9 @@ def remove() -> None:
 
 
 def unreadable_reason(path: str) -> str | None:
+    special = files.special_file_problem(path)
+    if special is not None:
+        return special
     if not os.path.isfile(path):
         return "it does not exist"
     return diagnosis.diagnose(path, deep=True)
@@ -52,6 +55,8 @@ def candidates(work_dir: str) -> list[str]:
 def _find_latest(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     work_dir = _wrapping.argument(args, kwargs, 0, "path")
     try:
+        if isinstance(work_dir, str) and files.special_file_problem(os.path.join(work_dir, "last_checkpoint")):
+            raise OSError("last_checkpoint is not a regular file")  # MMEngine's open() would block on a FIFO
         latest = wrapped(*args, **kwargs)
     except (OSError, UnicodeDecodeError):
         latest = None  # a torn or unreadable last_checkpoint: look at the files themselves

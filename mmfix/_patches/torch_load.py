@@ -13,9 +13,11 @@ import re
 from typing import Any, Callable
 
 from .. import _log, _settings, _wrapping
-from .._checkpoint import diagnosis, files, numpy_guard, safe_globals, shared_load
+from .._checkpoint import diagnosis, escapes, files, numpy_guard, safe_globals, shared_load
 from .._errors import CheckpointCorruptError, CheckpointError, CheckpointRefusedError
+from . import _hub_cache
 from ._cpu_map import cpu_by_default
+from ._mmengine_caller import on_behalf_of_mmengine
 
 _swaps = _wrapping.SwapSet()
 
@@ -39,6 +41,14 @@ def apply() -> str | None:
     # MMEngine may be imported after torch: allow its HistoryBuffer the moment it exists.
     _swaps.when_imported("mmengine.logging.history_buffer", _register_history_buffer)
     _swaps.wrap(torch.serialization, "load", _patched_load, aliases=((torch, "load"),))
+    # torch.hub.load_state_dict_from_url (MMEngine's load_url for every URL and model-zoo
+    # checkpoint) looks at the cached file before torch.load does: see _hub_cache.
+    import torch.hub
+
+    if hasattr(torch.hub, "_is_legacy_zip_format"):
+        _swaps.wrap(torch.hub, "_is_legacy_zip_format", _hub_cache.checked_cache_file)
+    else:
+        _log.info("torch.hub has no _is_legacy_zip_format: its cache check is left as torch has it", key="hub-cache")
     return None
 
 
@@ -79,20 +89,30 @@ def _patched_load(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, .
     held = False
     if kwargs.get("weights_only") is False and pickle_module is None and settings.hold_weights_only != "off":
         caller = _wrapping.calling_module()
-        if settings.hold_weights_only == "all" or caller == "mmengine" or caller.startswith("mmengine."):
+        loader = None if settings.hold_weights_only == "all" else on_behalf_of_mmengine(caller)
+        if settings.hold_weights_only == "all" or loader is not None:
             kwargs = {**kwargs, "weights_only": True}
             held = True
+            through = f" (for {loader})" if loader and loader != caller else ""
             _log.info(
-                f"{caller or 'a caller'} asked torch.load for weights_only=False; mmfix holds it to the safe "
-                "loader (MMEngine checkpoints load without it). MMFIX_HOLD_WEIGHTS_ONLY=off lets it through.",
+                f"{caller or 'a caller'}{through} asked torch.load for weights_only=False; mmfix holds it to the "
+                "safe loader (MMEngine checkpoints load without it). MMFIX_HOLD_WEIGHTS_ONLY=off lets it through.",
                 key="held-weights-only",
             )
+
+    special = files.special_file_problem(f)
+    if special is not None:  # before anything opens it: opening a FIFO blocks
+        raise CheckpointCorruptError(
+            f"cannot load checkpoint {files.describe_source(f)}: {special}.", path=files.path_of(f)
+        )
 
     # MMFIX_MMAP (auto: the ranks of a node share one sealed copy); see shared_load.
     location = _wrapping.argument(args, kwargs, 1, "map_location")
     load = shared_load.loader(wrapped, f, kwargs, settings.mmap, str(location) == "cpu")
 
     mark = numpy_guard.begin()
+    standins = safe_globals.standins()
+    escaping = escapes.begin(standins)
     try:
         try:
             result = load(*args, **kwargs)
@@ -120,11 +140,14 @@ def _patched_load(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, .
             raise _corrupt_or(exc, f)  # noqa: B904 - the original, or an error naming the file
         # numpy arrays arrive as vetted builders (see numpy_guard): swap them in.
         try:
-            return numpy_guard.resolve(result, mark, safe_globals.trusted_types)
+            result = numpy_guard.resolve(result, mark, safe_globals.trusted_types)
+            escapes.check(result, escaping, standins)
+            return result
         except pickle.UnpicklingError as exc:
             raise _refused_error(f, (), held, exc) from None
     finally:
         numpy_guard.discard(mark)  # a failed load's builders must not linger on this thread
+        escapes.end(escaping)
 
 
 def _rewind(f: Any) -> bool:

@@ -3,7 +3,9 @@
 Every file of the corpus (``checkpoint_payloads``: the code-execution payloads plus the
 crafted ones) goes through every loader mmfix touches — torch.load, the held
 ``weights_only=False`` path, MMEngine's load_checkpoint and CheckpointLoader,
-Runner.resume, auto-resume's check and ``mmfix inspect`` — each file in its own forked
+Runner.resume, auto-resume's check, ``mmfix inspect``, and MMEngine's URL and model-zoo
+loaders (``http://``, ``open-mmlab://``, ``mmcls://``, ``init_cfg=Pretrained``,
+``Runner.resume(URL)``) reading the file from torch.hub's cache — each file in its own forked
 process under a 4 GiB address-space limit and a 30 s alarm (``crafted_worker.py``).
 Each must end in a clean refusal, with nothing acting and no class-level state changed.
 Stock torch's result is recorded next to each; controls show the dangerous payloads
@@ -19,7 +21,15 @@ from pathlib import Path
 
 import pytest
 
-from checkpoint_payloads import TRUST_BAIT, build_corpus, build_crafted, crafted_bodies, payloads
+from checkpoint_payloads import (
+    TRUST_BAIT,
+    WRITERS,
+    build_corpus,
+    build_crafted,
+    crafted_bodies,
+    payloads,
+    write_checkpoint,
+)
 from conftest import REPO, clean_env, run, run_python
 
 pytestmark = pytest.mark.slow
@@ -64,6 +74,7 @@ def test_corpus_covers_every_class_with_40_or_more_payloads(corpus) -> None:
         "trust",
         "leak",
         "cyclic",
+        "escape",
     }
     assert len(corpus) >= 40
     assert len(payloads(Path("/x"))) + len(crafted_bodies(Path("/x"))) + 5 == len(corpus)
@@ -133,14 +144,14 @@ def test_refusals_name_what_is_wrong(corpus, outcomes) -> None:
             continue
         kind_, message = outcomes["mmfix"][name]["results"]["torch.load"][:2]
         assert str(path) in message, name
-        if kind in ("memory", "hang", "state", "verdict", "spelling", "code", "trust", "leak"):
+        if kind in ("memory", "hang", "state", "verdict", "spelling", "code", "trust", "leak", "escape"):
             assert kind_ in CLEAN, (name, kind_)
             assert (
                 "malicious" in message
                 or "MMFIX_TRUSTED_GLOBALS" in message
                 or (kind_ == "CheckpointCorruptError" and "damaged" in message)
             ), (name, message)
-        if kind in ("memory", "hang", "state", "verdict", "trust", "leak", "spelling"):
+        if kind in ("memory", "hang", "state", "verdict", "trust", "leak", "spelling", "escape"):
             assert "export MMFIX_TRUSTED_GLOBALS" not in message, name  # nothing here is trustable
         if kind == "zip" and "encrypted" not in name:
             assert kind_ == "CheckpointCorruptError" and (
@@ -165,9 +176,12 @@ SPELLED = {
 def test_trust_is_decided_on_the_object_never_the_spelling(corpus, name: str) -> None:
     _, path, marker = corpus[name]
     spelled = SPELLED[name]
+    if name in WRITERS:  # the class's module is imported, as in a program that uses it
+        pytest.importorskip(spelled.split(".")[0])
+    module = spelled.rpartition(".")[0] if name in WRITERS else "codecs"
     code = f"""
 import mmfix, torch, mmengine.logging.logger, mmengine.utils.misc, mmengine.evaluator.evaluator, pydoc, codecs
-import torch.fx.graph_module
+import torch.fx.graph_module, {module}
 try:
     torch.load({str(path)!r})
 except Exception as e:
@@ -236,3 +250,48 @@ def test_inspect_cli_reads_crafted_files_quickly_and_never_says_loads(corpus) ->
         assert time.monotonic() - start < 30, name
         assert "loads with weights_only=True" not in proc.stdout, (name, proc.stdout)
         assert proc.returncode in (0, 1), (name, proc.returncode, proc.stderr[-500:])
+
+
+@pytest.mark.parametrize("name", list(WRITERS))
+def test_trusting_a_class_that_writes_files_is_refused_and_the_victim_survives(tmp_path: Path, name: str) -> None:
+    """Issue 19, item 5: such classes passed the trust check and truncated a file the checkpoint named."""
+    spelled = SPELLED[name]
+    module, _, attr = spelled.rpartition(".")
+    pytest.importorskip(module.split(".")[0])
+    victim = tmp_path / ("victim.avi" if "video" in name else "victim.txt")  # a container cv2 knows
+    path = write_checkpoint(tmp_path / f"{name}.pth", WRITERS[name](str(victim)))
+    limits = "import resource; resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))\n"
+    truncates = name.endswith("_truncates")  # the others create (or bind) the path they are given
+    # Control: trusted in stock torch (add_safe_globals), the file writes to the victim.
+    if truncates:
+        victim.write_text("precious")
+    code = (
+        f"import torch, {module}\ntry:\n    torch.load({str(path)!r}, weights_only=True)\nexcept Exception:\n    pass\n"
+    )
+    prelude = f"torch.serialization.add_safe_globals([{module}.{attr}, socketserver.BaseRequestHandler])\n"
+    control = f"import socketserver, torch, {module}\n" + prelude + code
+    run_python(limits + control, env=clean_env(MMFIX_DISABLE="1"), timeout=60, check=False)
+    wrote = victim.read_text() != "precious" if truncates else victim.exists()
+    assert wrote, "the control did not write: the payload is not real"
+    # mmfix: trusted by name (both ways) and loaded through each loader: refused, the victim intact.
+    victim.unlink()
+    if truncates:
+        victim.write_text("precious")
+    loads = f"""
+import mmfix, torch, {module}
+from mmengine.runner import CheckpointLoader, load_checkpoint
+mmfix.trust_globals({spelled!r})
+for load in (lambda p: torch.load(p), lambda p: torch.load(p, weights_only=True),
+             lambda p: CheckpointLoader.load_checkpoint(p), lambda p: load_checkpoint(torch.nn.Linear(1, 1), p)):
+    try:
+        load({str(path)!r})
+        print("LOADED")
+    except Exception as e:
+        print(type(e).__name__)
+"""
+    proc = run_python(limits + loads, env=clean_env(MMFIX_TRUSTED_GLOBALS=spelled), timeout=120, check=False)
+    assert [line for line in proc.stdout.splitlines() if line.isidentifier() or line == "LOADED"] == [
+        "CheckpointRefusedError"
+    ] * 4, proc.stdout + proc.stderr[-2000:]
+    assert "mmfix never trusts it" in proc.stdout + proc.stderr and "not a data-only class" in proc.stdout + proc.stderr
+    assert victim.read_text() == "precious" if truncates else not victim.exists()

@@ -44,6 +44,7 @@ def test_seeded_mutations_load_or_raise_our_error(first: int) -> None:
     line = next(x for x in proc.stdout.splitlines() if x.startswith("FUZZ "))
     result = json.loads(line[5:])
     assert result["bad"] == [], result["bad"]
+    assert result["disagree"] == [], result["disagree"]  # inspect's "loads" is the loader's
     assert result["executed"] == []
     assert sum(result["outcomes"].values()) == CHUNK
     assert result["outcomes"].get("CheckpointCorruptError", 0) > CHUNK // 4  # the mutations really bite

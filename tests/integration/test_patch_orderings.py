@@ -30,7 +30,7 @@ FIRST = ("argparse", "torch", "mmengine.dist")
 MODULES = FIRST + ("mmengine.logging", "mmengine.model", "mmengine.runner", "mmengine.hooks.checkpoint_hook",
                    "mmengine.fileio.backends.local_backend", "mmengine.config")
 TARGETS = {
-    "torch_load": [("torch", "load"), ("torch.serialization", "load")],
+    "torch_load": [("torch", "load"), ("torch.serialization", "load"), ("torch.hub", "_is_legacy_zip_format")],
     "mmengine_checkpoint": [("mmengine.runner.checkpoint", "_load_checkpoint"),
                             ("mmengine.runner.checkpoint", "load_checkpoint"),
                             ("mmengine.runner.checkpoint", "CheckpointLoader.load_checkpoint"),
