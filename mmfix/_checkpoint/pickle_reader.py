@@ -102,14 +102,11 @@ class Reading:
     problems: list[str] = field(default_factory=list)
     root: Any = None
     ops: int = 0
-<<<<<<< HEAD
     #: persistent ids not in the one form torch.save writes, ("storage", <a global>, <str key>,
     #: <str location>, <int numel>): how mmfix knows ``storages`` holds every storage exactly
     unusual_storages: int = 0
-=======
     # ('storage', type, key, location, numel), plus view metadata in the legacy (pre-1.6) format
     pid_items: int = 5
->>>>>>> sec-loader
 
 
 def read(stream: io.BytesIO, reading: Reading | None = None) -> Reading:
@@ -397,22 +394,18 @@ class _Machine:
             raise TypeError(f"SETITEM on a {type(target).__name__}")
 
     def _storage(self, pid: Any) -> None:
-<<<<<<< HEAD
+        if not (isinstance(pid, tuple) and len(pid) == self.r.pid_items and pid[0] == "storage"):
+            # torch reads ('storage', storage type, key, location, numel[, view]) and nothing else.
+            self.problem(f"it references a storage by an id torch cannot read ({label(pid)})")
+            self.r.unusual_storages += 1
+            return
         if not (
-            isinstance(pid, tuple)
-            and len(pid) == 5
-            and pid[0] == "storage"
+            len(pid) == 5
             and isinstance(pid[1], Global)
             and all(isinstance(part, str) for part in pid[2:4])
             and type(pid[4]) is int
         ):
             self.r.unusual_storages += 1
-=======
-        if not (isinstance(pid, tuple) and len(pid) == self.r.pid_items and pid[0] == "storage"):
-            # torch reads ('storage', storage type, key, location, numel[, view]) and nothing else.
-            self.problem(f"it references a storage by an id torch cannot read ({label(pid)})")
-            return
->>>>>>> sec-loader
         if isinstance(pid, tuple) and len(pid) >= 5 and pid[0] == "storage":
             _, storage_type, key, location, numel = pid[:5]
             type_name = storage_type.name if isinstance(storage_type, Global) else type(storage_type).__name__

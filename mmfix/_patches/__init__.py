@@ -102,7 +102,7 @@ PATCHES: dict[str, Patch] = {
         ),
         Patch(
             "mmengine_packages",
-            "mmengine.utils.package_utils",
+            "mmengine",
             "MMEngine's package helpers (mmdet:: config bases, hub, registry lookups) work without pkg_resources",
         ),
         Patch(

@@ -115,7 +115,11 @@ def pkg_resources_missing() -> bool:
 def apply() -> str | None:
     if not pkg_resources_missing():
         return "pkg_resources is installed: MMEngine's own package helpers work"
-    package_utils = sys.modules["mmengine.utils.package_utils"]
+    # The trigger is the package `mmengine`, not `package_utils`: by the time `import mmengine`
+    # has finished, mmengine.utils and mmengine.config.config have bound the functions under
+    # their own names too (from-imports), so every alias can be swapped and undone.
+    import mmengine.utils.package_utils as package_utils
+
     swaps = {name: _swaps.wrap(package_utils, name, _replacement(name)) for name in _FUNCTIONS}
 
     def alias_in(owner: Any) -> None:

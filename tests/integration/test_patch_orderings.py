@@ -10,6 +10,7 @@ MMFIX_LEGACY_ANY_PARSER for legacy_cli, MMFIX_MEMORY_REPORT for memory_report.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -28,7 +29,7 @@ events = json.loads(sys.argv[1])
 # (mmengine.model, for cpu_distributed) is not imported yet.
 FIRST = ("argparse", "torch", "mmengine.dist")
 MODULES = FIRST + ("mmengine.logging", "mmengine.model", "mmengine.runner", "mmengine.hooks.checkpoint_hook",
-                   "mmengine.fileio.backends.local_backend", "mmengine.config")
+                   "mmengine.fileio.backends.local_backend", "mmengine.config", "mmcv")
 TARGETS = {
     "torch_load": [("torch", "load"), ("torch.serialization", "load"), ("torch.hub", "_is_legacy_zip_format")],
     "mmengine_checkpoint": [("mmengine.runner.checkpoint", "_load_checkpoint"),
@@ -48,7 +49,13 @@ TARGETS = {
                     ("mmengine.fileio.backends.local_backend", "LocalBackend.put")],
     "resume_fallback": [("mmengine.runner.checkpoint", "find_latest_checkpoint")],
     "legacy_config": [("mmengine.config.config", "Config.fromfile"), ("mmengine.config.config", "Config.merge_from_dict")],
+    "mmengine_packages": [("mmengine.utils.package_utils", "is_installed"),
+                          ("mmengine.utils.package_utils", "get_installed_path"),
+                          ("mmengine.utils", "get_installed_path"),
+                          ("mmengine.config.config", "is_installed")],
 }
+# Patches that install a meta-path finder instead of wrappers: how many of theirs are on the path.
+FINDERS = {"mmcv_ops": "_ExtFinder", "mmcv_bound": "_BoundFinder"}
 
 
 def raw(module, path):
@@ -93,6 +100,8 @@ from mmfix._checkpoint import atomic as _atomic
 
 result = {name: [depth(raw(m, p)) for m, p in targets] for name, targets in TARGETS.items()}
 result["worker_errors"] = [excepthook_depth()]
+for patch, finder in FINDERS.items():
+    result[patch] = [sum(type(f).__name__ == finder for f in sys.meta_path)]
 hook_module = sys.modules["mmengine.hooks.checkpoint_hook"]
 result["atomic_save"].append(int(vars(hook_module).get("open") is _atomic.open_atomic))
 result["states"] = {k: v["state"] for k, v in mmfix.status()["patches"].items()}
@@ -131,6 +140,10 @@ def test_every_patch_survives_the_ordering(events: tuple[str, ...], tmp_path: Pa
     on = [e for e in events if e in ("enable", "disable")][-1] == "enable"
     states = result.pop("states")
     assert set(result) == set(PATCHES)
+    if importlib.util.find_spec("pkg_resources") is not None:
+        # MMEngine's own package helpers work there: the patch skips (and wraps nothing)
+        assert states.pop("mmengine_packages") in ("skipped", "removed")
+        assert result.pop("mmengine_packages") == [0, 0, 0, 0]
     for name, depths in result.items():
         assert depths == [int(on)] * len(depths), (name, depths, states[name])
         assert states[name] == ("active" if on else "removed"), (name, states[name])
