@@ -71,12 +71,22 @@ def inspect_checkpoint(path: str) -> dict[str, Any]:
         {"name": name, "uses": uses, "allowed": allowed[name]} for name, uses in sorted(reading.globals.items())
     ]
     refused = [g["name"] for g in globals_ if not g["allowed"]]
+    mmap_possible, mmap_why = facts["mmap_possible"], None
+    if mmap_possible:
+        # The loader's own test (the shared copy and MMFIX_MMAP=1 map only such files): every storage
+        # a stored record of exactly its declared size. It needs torch's zip reader, so only here.
+        from . import mappable
+
+        verdict = mappable.check(path)
+        if isinstance(verdict, str):
+            mmap_possible, mmap_why = False, verdict
     return {
         "path": os.path.abspath(path),
         "size_bytes": os.path.getsize(path),
         "format": fmt,
         "storages": reading.storages,
-        "mmap_possible": facts["mmap_possible"],
+        "mmap_possible": mmap_possible,
+        "mmap_not_possible_because": mmap_why,
         "top_level_keys": pickle_reader.top_level_keys(reading.root),
         "globals": globals_,
         "devices": {dev: {"storages": counts[dev], "bytes": by_device[dev]} for dev in sorted(counts)},
@@ -136,6 +146,7 @@ def format_report(report: dict[str, Any]) -> str:
     lines.append(
         f"mmap:       {'possible' if report['mmap_possible'] else 'not possible'}"
         + ("" if report["format"] == "zip" else " (legacy format)")
+        + (f": {report['mmap_not_possible_because']}" if report.get("mmap_not_possible_because") else "")
     )
     keys = report["top_level_keys"]
     lines.append(f"top-level keys: {', '.join(keys) if keys is not None else '(not a dict)'}")

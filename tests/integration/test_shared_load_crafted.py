@@ -613,3 +613,20 @@ def test_nothing_of_a_shared_load_outlives_the_ranks(tmp_path: Path) -> None:
     assert all(r["results"][0]["shared"] for r, _ in ranks)
     assert live_mmfix_sockets() - before == set()
     assert set(Path("/dev/shm").iterdir()) == shm and sha(path) == digest
+
+
+def test_inspect_says_what_the_mapping_loaders_do(tmp_path: Path) -> None:
+    # `mmfix inspect` says "mmap: possible" only where the shared copy and MMFIX_MMAP=1 do map;
+    # the damaged files (records that do not fit what the pickle declares) are a clear error.
+    files = crafted_item3(tmp_path)
+    for name, path in files.items():
+        proc = subprocess.run(
+            [sys.executable, "-m", "mmfix", "inspect", str(path)], capture_output=True, text=True, timeout=120
+        )
+        lines = [x for x in proc.stdout.splitlines() if x.startswith("mmap:")]
+        if name == "good":
+            assert lines == ["mmap:       possible"], proc.stdout
+        elif proc.returncode == 0:
+            assert lines and lines[0].startswith("mmap:       not possible"), (name, proc.stdout)
+        else:
+            assert "cannot inspect checkpoint" in proc.stderr and "Traceback" not in proc.stderr, (name, proc.stderr)
