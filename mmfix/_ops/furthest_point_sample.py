@@ -2,13 +2,15 @@
 
 As mmcv's CUDA kernel (compiled mmcv has no CPU kernel): the first sample is point 0;
 each next one is the point whose distance to the samples so far (``temp``, updated in
-place with ``fminf``) is largest. Ties are decided by the kernel's block reduction:
-point k is scanned by thread ``k % T`` (T = the largest power of two <= n, at most
-1024), each thread keeps its first maximum and the reduction keeps the lower thread
-on equal values, so among equal maxima the point with the smallest ``(k % T, k)`` wins
--- not simply the smallest index. Here the points are put in that order once and
-``argmax`` (which returns the first maximum) does the rest. Squared distances are
-``dx*dx + dy*dy + dz*dz`` in float32, in that order.
+place with ``fminf``) is largest. Equal maxima are decided as the kernel's block
+decides them: point k is scanned by thread ``k % T`` (T = the largest power of two
+<= n, at most 1024), each thread keeps its first maximum, and the shared-memory tree
+(``tid`` against ``tid + T/2``, then ``T/4`` ...) keeps the left one on equal values,
+so between two threads the one whose lowest differing bit is 0 wins: thread order is
+bit-reversed order. Not simply the smallest index: with 64 points, point 56 beats
+point 33. Here the points are put in that order once and ``argmax`` (which returns the
+first maximum) does the rest. Squared distances are ``dx*dx + dy*dy + dz*dz`` in
+float32, in that order.
 """
 
 from __future__ import annotations
@@ -30,10 +32,18 @@ def _threads(n: int) -> int:
 
 
 def _scan_order(n: int, device: torch.device) -> torch.Tensor:
-    """Point indices ordered by (k % threads, k): the order in which the kernel breaks ties."""
+    """Point indices in the order the kernel prefers them on equal distances.
+
+    By thread, threads in bit-reversed order (the reduction tree's preference), then by
+    index within a thread (each thread keeps its first maximum)."""
     threads = _threads(n)
+    bits = threads.bit_length() - 1
     k = torch.arange(n, device=device)
-    return torch.argsort((k % threads) * n + k)
+    thread = k % threads
+    reversed_thread = torch.zeros_like(thread)
+    for bit in range(bits):
+        reversed_thread |= ((thread >> bit) & 1) << (bits - 1 - bit)
+    return torch.argsort(reversed_thread * n + k)
 
 
 def _check(op: str, points: torch.Tensor, temp: torch.Tensor, idx: torch.Tensor, b: int, n: int, m: int) -> None:
