@@ -66,9 +66,10 @@ def ball_query_forward(
     for part in slabs(m, b * n):
         d2 = squared_distances(new_xyz_tensor[:, part], xyz_tensor).to(wide)
         mask = (d2 == 0) | ((d2 >= min_r2) & (d2 < max_r2))
-        rows = idx_tensor[:, part].reshape(-1, nsample)
-        _write_neighbours(rows, mask.reshape(-1, n), nsample, empty_value=None)
-        idx_tensor[:, part] = rows.view(b, -1, nsample)
+        count = b * (part.stop - part.start)
+        rows = idx_tensor[:, part].reshape(count, nsample)
+        _write_neighbours(rows, mask.reshape(count, n), nsample, empty_value=None)
+        idx_tensor[:, part] = rows.view(b, part.stop - part.start, nsample)
 
 
 def stack_ball_query_forward(

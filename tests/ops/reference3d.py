@@ -109,11 +109,13 @@ def stack_ball_query(
     point_counts: list[int],
     radius: float,
     nsample: int,
+    fill: int = 0,
 ) -> np.ndarray:
+    """``fill``: what the caller's index tensor held (slots the kernel never writes keep it)."""
     new_xyz, xyz = _rows(centres), _rows(points)
     dtype = new_xyz.dtype.type
     r2 = F32(radius) * F32(radius)
-    out = np.zeros((new_xyz.shape[0], nsample), dtype=np.int32)
+    out = np.full((new_xyz.shape[0], nsample), fill, dtype=np.int32)
     for pt in range(new_xyz.shape[0]):
         bs, total = 0, 0
         while bs < len(centre_counts):
