@@ -48,7 +48,7 @@ def roipoint_pool3d_forward(
         if positions.size(2) == 0:
             continue
         cycle = torch.arange(samples, device=xyz.device) % count.clamp(min=1).unsqueeze(2)
-        chosen = positions.gather(2, cycle)  # (B, boxes, S)
+        chosen = positions.gather(2, cycle).clamp(max=num_points - 1)  # (B, boxes, S); empty boxes: any row, unused
         rows_out = torch.cat([xyz[rows, chosen], pts_feature[rows, chosen]], dim=3)
         keep = (flags == 0).unsqueeze(2).unsqueeze(3)
         target = pooled_features[:, boxes]
