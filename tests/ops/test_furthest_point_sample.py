@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from ops import reference3d as ref
+from ops.devices3d import cpu_wrappers_fixture  # noqa: F401 - the cpu_wrappers fixture
 from ops_support import import_mmcv_ops, swap_ext
 
 
@@ -97,6 +98,17 @@ def test_with_dist_through_mmcv(mmfix_ext):
         idx = ops.furthest_point_sample_with_dist(dist, 25)
     assert idx.dtype == torch.int32
     assert np.array_equal(idx.numpy(), ref.furthest_point_sample(dist, 25, dist_matrix=True)[0])
+
+
+def test_furthest_point_sample_and_points_sampler_through_mmcv(mmfix_ext, cpu_wrappers):
+    # mmcv's wrapper allocates torch.cuda tensors; mmfix's mmcv_ops_devices patch lets CPU tensors through.
+    xyz = cloud(2, 400, seed=6, duplicates=True)
+    with swap_ext(mmfix_ext):
+        idx = cpu_wrappers.furthest_point_sample(xyz, 32)
+        sampled = cpu_wrappers.PointsSampler([32], ["D-FPS"])(xyz, None)
+    want = ref.furthest_point_sample(xyz, 32)[0]
+    assert idx.dtype == torch.int32 and np.array_equal(idx.numpy(), want)
+    assert np.array_equal(sampled.numpy(), want)
 
 
 def test_compiled_mmcv_has_no_cpu_kernel(compiled_ext):

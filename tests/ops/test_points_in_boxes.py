@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from ops import reference3d as ref
+from ops.devices3d import cpu_wrappers_fixture  # noqa: F401 - the cpu_wrappers fixture
 from ops_support import assert_same_call, import_mmcv_ops, swap_ext
 
 
@@ -167,6 +168,17 @@ def test_cpu_function_through_mmcv(compiled_ext, mmfix_ext):
     with swap_ext(mmfix_ext):
         actual = ops.points_in_boxes_cpu(xyz, box)
     assert torch.equal(actual, expected) and expected.sum() > 0
+
+
+def test_part_and_all_through_mmcv(compiled_ext, mmfix_ext, cpu_wrappers):
+    # mmcv's wrappers ask torch.cuda for the current device; mmfix's mmcv_ops_devices patch lets CPU tensors through.
+    xyz, box = scene(2, 9, 500, seed=8)
+    with swap_ext(mmfix_ext):
+        first = cpu_wrappers.points_in_boxes_part(xyz, box)
+        every = cpu_wrappers.points_in_boxes_all(xyz, box)
+    table = compiled_table(compiled_ext, xyz, box)
+    assert torch.equal(every, table) and table.sum() > 0
+    assert first.tolist() == [[next((t for t in range(9) if table[b, m, t]), -1) for m in range(500)] for b in range(2)]
 
 
 def test_bad_arguments_are_refused_clearly(mmfix_ext):
