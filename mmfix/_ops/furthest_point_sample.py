@@ -64,14 +64,17 @@ def _sample(
 ) -> None:
     """The sampling loop, in scan order: ``distances_from(points)`` gives (B, n) distances, in scan order."""
     batch = temp.size(0)
-    nearest = temp[:, order]  # distance to the samples so far, in scan order
+    nearest = temp[:, order].contiguous()  # distance to the samples so far, in scan order
+    closer = torch.empty(nearest.shape, dtype=torch.bool, device=temp.device)
     picked = torch.zeros((batch, num_samples), dtype=torch.long, device=temp.device)
     # Point 0 comes first, and it is also first in scan order.
     current = torch.zeros(batch, dtype=torch.long, device=temp.device)
     for j in range(1, num_samples):
-        # fmin is fminf: a NaN distance leaves the old value.
-        nearest = torch.fmin(distances_from(current), nearest)
-        current = torch.argmax(nearest, dim=1)
+        distance = distances_from(current)
+        # fminf(d, temp): a NaN distance leaves the old value (torch.fmin does too, but slowly).
+        torch.lt(distance, nearest, out=closer)
+        torch.where(closer, distance, nearest, out=nearest)
+        torch.argmax(nearest, dim=1, out=current)
         picked[:, j] = current
     idx.copy_(order[picked].to(idx.dtype))
     temp[:, order] = nearest
@@ -91,15 +94,22 @@ def furthest_point_sampling_forward(
         idx_tensor.zero_()
         return
     order = _scan_order(n, points_tensor.device)
-    scanned = points_tensor[:, order]
-    xs, ys, zs = (scanned[..., i].contiguous() for i in range(3))
+    scanned = points_tensor[:, order].contiguous()
+    planes = scanned.permute(2, 0, 1).contiguous()  # x, y, z each (B, n)
     rows = torch.arange(points_tensor.size(0), device=points_tensor.device)
+    total = torch.empty_like(planes[0])
+    square = torch.empty_like(planes[0])
 
     def distances_from(current: torch.Tensor) -> torch.Tensor:
-        dx = xs - xs[rows, current].unsqueeze(1)
-        dy = ys - ys[rows, current].unsqueeze(1)
-        dz = zs - zs[rows, current].unsqueeze(1)
-        return dx * dx + dy * dy + dz * dz
+        # (dx*dx + dy*dy) + dz*dz, each step rounded as the kernel rounds it, into reused buffers.
+        centre = scanned[rows, current].unsqueeze(2)  # (B, 3, 1)
+        torch.sub(planes[0], centre[:, 0], out=total)
+        total.mul_(total)
+        for axis in (1, 2):
+            torch.sub(planes[axis], centre[:, axis], out=square)
+            square.mul_(square)
+            total.add_(square)
+        return total
 
     _sample(distances_from, temp_tensor, idx_tensor, order, m)
 

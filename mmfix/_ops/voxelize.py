@@ -23,6 +23,8 @@ import torch
 from ._points3d import check_float_types
 
 _POINT_TYPES = (torch.float16, torch.float32, torch.float64)
+#: Grids up to this many cells number their voxels through a lookup table (32 MiB of int64).
+_TABLE_CELLS = 1 << 22
 
 
 def _settings(op: str, voxel_size: torch.Tensor, coors_range: torch.Tensor, ndim: int) -> tuple[list[float], list[int]]:
@@ -67,6 +69,32 @@ def _point_voxels(points: torch.Tensor, minima: list[float], size: torch.Tensor,
     cells = torch.where(inside, cells, torch.zeros((), dtype=wide, device=points.device))
     voxels = torch.where(inside, cells.to(torch.int32), torch.full((), -1, dtype=torch.int32, device=points.device))
     return voxels.flip(1)
+
+
+def _number_voxels(key: torch.Tensor, cells: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Voxels numbered in the order their first point appears.
+
+    ``key`` is each point's flat voxel index. Returns each point's voxel number and, per
+    voxel number, the position of its first point. A grid small enough for a lookup table
+    (PointPillars' 432 x 496) is done with scatters; a fine one (SECOND's 1408 x 1600 x 40)
+    through ``unique``, which sorts.
+    """
+    n = key.numel()
+    positions = torch.arange(n, device=key.device)
+    if cells <= _TABLE_CELLS:
+        first = torch.full((cells,), n, dtype=torch.long, device=key.device)
+        first.scatter_reduce_(0, key, positions, reduce="amin")
+        starters = (first[key] == positions).nonzero().squeeze(1)  # in point order: voxel order
+        table = torch.empty((cells,), dtype=torch.long, device=key.device)
+        table[key[starters]] = torch.arange(starters.numel(), device=key.device)
+        return table[key], starters
+    unique_keys, inverse = torch.unique(key, return_inverse=True)
+    first = torch.full((unique_keys.numel(),), n, dtype=torch.long, device=key.device)
+    first.scatter_reduce_(0, inverse, positions, reduce="amin")
+    numbering = torch.argsort(first)
+    rank = torch.empty_like(numbering)
+    rank[numbering] = torch.arange(numbering.numel(), device=key.device)
+    return rank[inverse], first[numbering]
 
 
 def dynamic_voxelize_forward(
@@ -130,16 +158,8 @@ def hard_voxelize_forward(
     kept_points = valid.nonzero().squeeze(1)
     zyx = point_voxels[kept_points].long()
     key = (zyx[:, 0] * grid[1] + zyx[:, 1]) * grid[0] + zyx[:, 2]
-    unique_keys, inverse = torch.unique(key, return_inverse=True)
-    found = unique_keys.numel()
-    order_in_points = torch.arange(kept_points.numel(), device=device)
-    first_point = torch.full((found,), kept_points.numel(), dtype=torch.long, device=device)
-    first_point.scatter_reduce_(0, inverse, order_in_points, reduce="amin")
-    # Voxels are numbered in the order their first point appears.
-    numbering = torch.argsort(first_point)
-    rank = torch.empty_like(numbering)
-    rank[numbering] = torch.arange(found, device=device)
-    voxel_of_point = rank[inverse]
+    voxel_of_point, starters = _number_voxels(key, grid[0] * grid[1] * grid[2])
+    found = starters.numel()
 
     count = found if max_voxels == -1 else min(found, max(max_voxels, 0))
     if count > voxels.size(0) or count > coors.size(0) or count > num_points_per_voxel.size(0):
@@ -168,7 +188,11 @@ def hard_voxelize_forward(
         )
     stored = place < capacity
 
-    voxels[voxel_of_point[stored], place[stored], :num_features] = points[source[stored]]
-    coors[:count] = point_voxels[kept_points[first_point[numbering[:count]]]].to(coors.dtype)
+    if voxels.is_contiguous():
+        slots = voxels.view(-1, voxels.size(2))
+        slots[voxel_of_point[stored] * voxels.size(1) + place[stored], :num_features] = points[source[stored]]
+    else:
+        voxels[voxel_of_point[stored], place[stored], :num_features] = points[source[stored]]
+    coors[:count] = point_voxels[kept_points[starters[:count]]].to(coors.dtype)
     num_points_per_voxel[:count] = points_in_voxel.clamp(max=capacity).to(num_points_per_voxel.dtype)
     voxel_num.fill_(count)
