@@ -6,6 +6,11 @@ points on box borders depend on the last bit of those values, so they are comput
 here in the same order and type (separate multiply and add, no fused reductions).
 Intermediates of shape (queries, points) are built a slab of queries at a time so
 that memory stays bounded for real point clouds.
+
+Every extension function of the 3D families runs under ``torch.no_grad()``: the
+compiled extension records no autograd graph (mmcv's autograd Functions call its
+backward functions explicitly), and some wrappers call it outside a Function with
+inputs that require grad.
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ def _gather(features: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return features[batch, index]
 
 
+@torch.no_grad()
 def assign_score_withk_forward(
     points: torch.Tensor,
     centers: torch.Tensor,
@@ -76,6 +77,7 @@ def assign_score_withk_forward(
         current.copy_(torch.where(valid.unsqueeze(1), current + value.to(current.dtype), current))
 
 
+@torch.no_grad()
 def assign_score_withk_backward(
     grad_out: torch.Tensor,
     points: torch.Tensor,

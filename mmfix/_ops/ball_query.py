@@ -37,6 +37,7 @@ def _write_neighbours(idx_rows: torch.Tensor, mask: torch.Tensor, nsample: int, 
     idx_rows.copy_(updated)
 
 
+@torch.no_grad()
 def ball_query_forward(
     new_xyz_tensor: torch.Tensor,
     xyz_tensor: torch.Tensor,
@@ -72,6 +73,7 @@ def ball_query_forward(
         idx_tensor[:, part] = rows.view(b, part.stop - part.start, nsample)
 
 
+@torch.no_grad()
 def stack_ball_query_forward(
     new_xyz_tensor: torch.Tensor,
     new_xyz_batch_cnt: torch.Tensor,

@@ -31,6 +31,7 @@ def _nearest(source: torch.Tensor, target: torch.Tensor, dist: torch.Tensor, idx
         idx[:, part] = best.to(idx.dtype)
 
 
+@torch.no_grad()
 def chamfer_distance_forward(
     xyz1: torch.Tensor,
     xyz2: torch.Tensor,
@@ -62,6 +63,7 @@ def _add_gradients(
     grad_target.view(-1, 2).index_add_(0, flat, -step.reshape(-1, 2).to(grad_target.dtype))
 
 
+@torch.no_grad()
 def chamfer_distance_backward(
     xyz1: torch.Tensor,
     xyz2: torch.Tensor,

@@ -80,6 +80,7 @@ def _sample(
     temp[:, order] = nearest
 
 
+@torch.no_grad()
 def furthest_point_sampling_forward(
     points_tensor: torch.Tensor, temp_tensor: torch.Tensor, idx_tensor: torch.Tensor, b: int, n: int, m: int
 ) -> None:
@@ -114,6 +115,7 @@ def furthest_point_sampling_forward(
     _sample(distances_from, temp_tensor, idx_tensor, order, m)
 
 
+@torch.no_grad()
 def furthest_point_sampling_with_dist_forward(
     points_tensor: torch.Tensor, temp_tensor: torch.Tensor, idx_tensor: torch.Tensor, b: int, n: int, m: int
 ) -> None:

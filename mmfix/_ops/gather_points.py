@@ -13,6 +13,7 @@ from ._points3d import check_float_types, check_size
 _TYPES = (torch.float16, torch.float32, torch.float64)
 
 
+@torch.no_grad()
 def gather_points_forward(
     points_tensor: torch.Tensor,
     idx_tensor: torch.Tensor,
@@ -36,6 +37,7 @@ def gather_points_forward(
     out_tensor.copy_(points_tensor.gather(2, index))
 
 
+@torch.no_grad()
 def gather_points_backward(
     grad_out_tensor: torch.Tensor,
     idx_tensor: torch.Tensor,

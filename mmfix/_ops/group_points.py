@@ -18,6 +18,7 @@ from ._points3d import check_float_types, check_size
 _TYPES = (torch.float16, torch.float32, torch.float64)
 
 
+@torch.no_grad()
 def group_points_forward(
     points_tensor: torch.Tensor,
     idx_tensor: torch.Tensor,
@@ -43,6 +44,7 @@ def group_points_forward(
     out_tensor.copy_(points_tensor.gather(2, flat).view(b, c, npoints, nsample))
 
 
+@torch.no_grad()
 def group_points_backward(
     grad_out_tensor: torch.Tensor,
     idx_tensor: torch.Tensor,
@@ -85,6 +87,7 @@ def _stack_rows(
     return starts[item], (starts + feature_counts)[item]
 
 
+@torch.no_grad()
 def stack_group_points_forward(
     features_tensor: torch.Tensor,
     features_batch_cnt_tensor: torch.Tensor,
@@ -115,6 +118,7 @@ def stack_group_points_forward(
     out_tensor.copy_(torch.where(write.unsqueeze(2), gathered, current).transpose(1, 2))
 
 
+@torch.no_grad()
 def stack_group_points_backward(
     grad_out_tensor: torch.Tensor,
     idx_tensor: torch.Tensor,

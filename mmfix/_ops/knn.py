@@ -121,6 +121,7 @@ def _replay(distances: torch.Tensor, stored: torch.Tensor, nsample: int) -> tupl
     return values.float(), indices
 
 
+@torch.no_grad()
 def knn_forward(*args: Any, **kwargs: Any) -> None:
     """``idx_tensor`` / ``dist2_tensor`` (B, m, nsample): the nearest points of ``xyz_tensor`` (B, n, 3) to each centre."""
     op = "knn_forward"

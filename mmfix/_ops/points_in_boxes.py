@@ -32,6 +32,7 @@ def _check(op: str, boxes: torch.Tensor, pts: torch.Tensor, batched: bool) -> No
         raise TypeError(f"mmcv op `{op}`: boxes are {boxes.dtype} but points are {pts.dtype}; use one type.")
 
 
+@torch.no_grad()
 def points_in_boxes_part_forward(boxes: torch.Tensor, pts: torch.Tensor, box_idx_of_points: torch.Tensor) -> None:
     """``box_idx_of_points`` (B, M): the first box containing each point; untouched where none does."""
     op = "points_in_boxes_part_forward"
@@ -48,6 +49,7 @@ def points_in_boxes_part_forward(boxes: torch.Tensor, pts: torch.Tensor, box_idx
         box_idx_of_points[:, part] = torch.where(hit, first.to(current.dtype), current)
 
 
+@torch.no_grad()
 def points_in_boxes_all_forward(boxes: torch.Tensor, pts: torch.Tensor, box_idx_of_points: torch.Tensor) -> None:
     """``box_idx_of_points`` (B, M, T): 1 where the box contains the point; untouched elsewhere."""
     op = "points_in_boxes_all_forward"
@@ -60,6 +62,7 @@ def points_in_boxes_all_forward(boxes: torch.Tensor, pts: torch.Tensor, box_idx_
         box_idx_of_points[:, part].masked_fill_(inside.transpose(1, 2), 1)
 
 
+@torch.no_grad()
 def points_in_boxes_cpu_forward(
     boxes_tensor: torch.Tensor, pts_tensor: torch.Tensor, pts_indices_tensor: torch.Tensor
 ) -> None:

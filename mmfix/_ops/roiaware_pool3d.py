@@ -51,6 +51,7 @@ def _voxel_of_points(
     return box, point, flat
 
 
+@torch.no_grad()
 def roiaware_pool3d_forward(
     rois: torch.Tensor,
     pts: torch.Tensor,
@@ -133,6 +134,7 @@ def _max_pool(
     pooled.copy_(torch.where(found, best.to(pooled.dtype), pooled))
 
 
+@torch.no_grad()
 def roiaware_pool3d_backward(
     pts_idx_of_voxels: torch.Tensor,
     argmax: torch.Tensor,

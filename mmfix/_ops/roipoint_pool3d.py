@@ -17,6 +17,7 @@ from ._points3d import check_float_types, first_indices, points_in_boxes, slabs
 _TYPES = (torch.float16, torch.float32, torch.float64)
 
 
+@torch.no_grad()
 def roipoint_pool3d_forward(
     xyz: torch.Tensor,
     boxes3d: torch.Tensor,

@@ -23,6 +23,7 @@ def _check_reduce(op: str, reduce_type: str) -> None:
         raise ValueError(f"mmcv op `{op}`: reduce_type must be one of {', '.join(_REDUCE_TYPES)}, got {reduce_type!r}.")
 
 
+@torch.no_grad()
 def dynamic_point_to_voxel_forward(feats: torch.Tensor, coors: torch.Tensor, reduce_type: str) -> list[torch.Tensor]:
     """``[voxel_feats (M, C), voxel_coors (M, D), point2voxel_map (N,) int32, voxel_points_count (M,) int32]``."""
     op = "dynamic_point_to_voxel_forward"
@@ -60,6 +61,7 @@ def dynamic_point_to_voxel_forward(feats: torch.Tensor, coors: torch.Tensor, red
     return [reduced, voxel_coors, point2voxel, counts]
 
 
+@torch.no_grad()
 def dynamic_point_to_voxel_backward(
     grad_feats: torch.Tensor,
     grad_reduced_feats: torch.Tensor,

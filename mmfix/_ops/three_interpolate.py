@@ -14,6 +14,7 @@ from ._points3d import check_float_types, check_size
 _TYPES = (torch.float16, torch.float32, torch.float64)
 
 
+@torch.no_grad()
 def three_interpolate_forward(
     points_tensor: torch.Tensor,
     idx_tensor: torch.Tensor,
@@ -44,6 +45,7 @@ def three_interpolate_forward(
     out_tensor.copy_(total)
 
 
+@torch.no_grad()
 def three_interpolate_backward(
     grad_out_tensor: torch.Tensor,
     idx_tensor: torch.Tensor,

@@ -18,6 +18,7 @@ _TYPES = (torch.float16, torch.float32, torch.float64)
 _NONE = 1e40  # the kernel's "no neighbour yet" distance (a double)
 
 
+@torch.no_grad()
 def three_nn_forward(
     unknown_tensor: torch.Tensor,
     known_tensor: torch.Tensor,

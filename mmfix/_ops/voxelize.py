@@ -97,6 +97,7 @@ def _number_voxels(key: torch.Tensor, cells: int) -> tuple[torch.Tensor, torch.T
     return rank[inverse], first[numbering]
 
 
+@torch.no_grad()
 def dynamic_voxelize_forward(
     points: torch.Tensor,
     voxel_size: torch.Tensor,
@@ -117,6 +118,7 @@ def dynamic_voxelize_forward(
     coors.copy_(_point_voxels(points, minima, size, grid))
 
 
+@torch.no_grad()
 def hard_voxelize_forward(
     points: torch.Tensor,
     voxel_size: torch.Tensor,
