@@ -63,6 +63,30 @@ def test_forward_and_backward_equal_the_kernel_loops(mmfix_ext, b, n0, n1, m, k,
         np.testing.assert_allclose((got - 1.0).numpy(), expected, rtol=tol, atol=tol)
 
 
+def test_half_inputs_give_the_float32_result_within_half_precision(mmfix_ext):
+    points, centers, scores, knn_idx = inputs(2, 30, 10, 4, 5, 6, seed=2, dtype=torch.float16)
+    outputs = []
+    for dtype in (torch.float16, torch.float32):
+        output = torch.zeros((2, 6, 10, 5), dtype=dtype)
+        mmfix_ext.assign_score_withk_forward(
+            points.to(dtype),
+            centers.to(dtype),
+            scores.to(dtype),
+            knn_idx,
+            output,
+            B=2,
+            N0=30,
+            N1=10,
+            M=4,
+            K=5,
+            O=6,
+            aggregate=0,
+        )
+        outputs.append(output)
+    assert outputs[0].dtype == torch.float16
+    torch.testing.assert_close(outputs[0].float(), outputs[1], rtol=1e-2, atol=1e-2)
+
+
 def test_compiled_mmcv_has_no_cpu_kernel(compiled_ext):
     points, centers, scores, knn_idx = inputs(1, 4, 2, 1, 1, 1, seed=0)
     with pytest.raises(RuntimeError, match="cpu not found"):

@@ -87,3 +87,17 @@ def test_chamfer_distance_through_mmcv(mmfix_ext):
     d = ((x.unsqueeze(2) - xyz2.unsqueeze(1)) ** 2).sum(-1)
     (d.gather(2, idx1.long().unsqueeze(2)).sum() + 2 * d.gather(1, idx2.long().unsqueeze(1)).sum()).backward()
     torch.testing.assert_close(xyz1.grad, x.grad)
+
+
+def test_half_inputs_give_the_float32_result_within_half_precision(mmfix_ext):
+    xyz1, xyz2 = sets(2, 200, 150, seed=9, dtype=torch.float16)
+    results = []
+    for dtype in (torch.float16, torch.float32):
+        dist1, dist2 = torch.zeros((2, 200), dtype=dtype), torch.zeros((2, 150), dtype=dtype)
+        idx1, idx2 = torch.zeros((2, 200), dtype=torch.int32), torch.zeros((2, 150), dtype=torch.int32)
+        mmfix_ext.chamfer_distance_forward(xyz1.to(dtype), xyz2.to(dtype), dist1, dist2, idx1, idx2)
+        results.append((dist1, dist2, idx1, idx2))
+    (h1, h2, hi1, hi2), (w1, w2, wi1, wi2) = results
+    torch.testing.assert_close(h1.float(), w1, rtol=1e-2, atol=1e-4)
+    torch.testing.assert_close(h2.float(), w2, rtol=1e-2, atol=1e-4)
+    assert (hi1 == wi1).float().mean() > 0.9 and (hi2 == wi2).float().mean() > 0.9

@@ -69,6 +69,13 @@ def test_equal_maxima_follow_the_block_reduction_not_the_lowest_index(mmfix_ext)
     assert np.array_equal(idx.numpy(), ref.furthest_point_sample(xyz, 3)[0])
 
 
+def test_inputs_that_require_grad_are_fine(mmfix_ext):
+    # Some callers hand over features that require grad; the compiled extension ignores autograd.
+    xyz = cloud(2, 300, seed=5)
+    idx, _ = run(mmfix_ext, xyz.clone().requires_grad_(True), 20)
+    assert np.array_equal(idx.numpy(), run(mmfix_ext, xyz, 20)[0].numpy())
+
+
 def test_no_samples_and_no_points(mmfix_ext):
     xyz = cloud(2, 30, seed=1)
     idx, temp = torch.full((2, 0), 7, dtype=torch.int32), torch.full((2, 30), 1e10)

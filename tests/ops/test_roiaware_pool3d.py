@@ -34,7 +34,7 @@ def run(ext, rois, pts, feats, out, max_pts, method):
     shape = (rois.size(0), *out)
     argmax = torch.zeros((*shape, feats.size(1)), dtype=torch.int)
     idx_of_voxels = torch.zeros((*shape, max_pts), dtype=torch.int)
-    pooled = torch.zeros((*shape, feats.size(1)))
+    pooled = torch.zeros((*shape, feats.size(1)), dtype=feats.dtype)
     ext.roiaware_pool3d_forward(rois, pts, feats, argmax, idx_of_voxels, pooled, pool_method=method)
     return pooled, argmax, idx_of_voxels
 
@@ -115,6 +115,24 @@ def test_roiaware_pool3d_module_through_mmcv(mmfix_ext, mode):
                 for k in want_idx[index][1 : count + 1]:
                     want_grad[k, c] += weights[index][c] / max(count, 1)
     np.testing.assert_allclose(feats.grad.numpy(), want_grad, rtol=1e-5, atol=1e-3)
+
+
+def test_half_inputs_give_the_float32_result_within_half_precision(mmfix_ext):
+    rois, pts, feats = scene(3, 1500, 4, seed=9)
+    rois, pts, feats = rois.half(), pts.half(), feats.half()  # values both types hold exactly
+    half = run(mmfix_ext, rois, pts, feats, (4, 4, 4), 8, 1)
+    wide = run(mmfix_ext, rois.float(), pts.float(), feats.float(), (4, 4, 4), 8, 1)
+    # Half arithmetic may move a point lying near a face of a box or voxel to the next voxel.
+    same = (half[2] == wide[2]).all(dim=-1)
+    assert same.float().mean() > 0.95 and wide[2][..., 0].sum() > 100
+    torch.testing.assert_close(half[0][same].float(), wide[0][same], rtol=2e-3, atol=2e-3)
+    assert half[0].dtype == torch.float16
+
+
+def test_the_extension_records_no_autograd_graph(mmfix_ext):
+    rois, pts, feats = scene(2, 300, 3, seed=4)
+    pooled, _, _ = run(mmfix_ext, rois, pts, feats.requires_grad_(True), (2, 2, 2), 4, 0)
+    assert pooled.grad_fn is None and not pooled.requires_grad
 
 
 def test_out_sizes_past_the_kernels_8_bits_are_refused(mmfix_ext):
