@@ -142,7 +142,8 @@ def knn_forward(*args: Any, **kwargs: Any) -> None:
     for part in slabs(m, b * max(n, 1)):
         d = squared_distances(centres[:, part], xyz).reshape(-1, n)
         # The heap holds float32 values and compares the distance (of the inputs' type) with them.
-        usable = d.double() < _EMPTY
+        # (1e10 is exact in float and double and overflows to inf in half, where every finite distance is below it.)
+        usable = d < torch.tensor(_EMPTY).to(d.dtype)
         stored = torch.where(usable, d.float(), torch.full((), float("inf"), device=d.device))
         values = torch.full((d.size(0), nsample), _EMPTY, dtype=torch.float32, device=d.device)
         indices = torch.zeros((d.size(0), nsample), dtype=torch.long, device=d.device)

@@ -38,7 +38,8 @@ def three_nn_forward(
     none = torch.tensor(_NONE, dtype=torch.float64).to(dtype).to(unknown_tensor.device)
     for part in slabs(n, b * m):
         d = squared_distances(unknown_tensor[:, part], known_tensor)
-        usable = d.double() < _NONE  # compared as the kernel does, with a double
+        # The kernel compares with a double 1e40: in float and half that is "finite" (1e40 overflows to inf).
+        usable = d < torch.tensor(_NONE, dtype=torch.float64).to(d.dtype)
         key = torch.where(usable, d, torch.full((), float("inf"), dtype=dtype, device=d.device))
         dists, indices = [], []
         for _ in range(3):

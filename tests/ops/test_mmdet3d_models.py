@@ -61,8 +61,8 @@ MODELS = {
             "three_interpolate_backward",
         },
     ),
-    "votenet": (
-        "votenet/votenet_8xb8_scannet-3d.py",
+    "votenet-sunrgbd": (  # rotated boxes: its targets come from points_in_boxes_all (the mmcv_ops_devices patch)
+        "votenet/votenet_8xb16_sunrgbd-3d.py",
         "depth",
         2048,
         4,
@@ -71,6 +71,9 @@ MODELS = {
             "furthest_point_sampling_forward",
             "ball_query_forward",
             "group_points_forward",
+            "group_points_backward",
+            "three_nn_forward",
+            "three_interpolate_forward",
             "points_in_boxes_all_forward",
         },
     ),
@@ -88,7 +91,7 @@ MODELS = {
         2048,
         9,
         "loss",
-        {"assign_score_withk_forward", "assign_score_withk_backward", "ball_query_forward"},
+        {"assign_score_withk_forward", "assign_score_withk_backward", "knn_forward", "furthest_point_sampling_forward"},
     ),
 }
 
