@@ -106,6 +106,16 @@ PATCHES: dict[str, Patch] = {
             "mmcv's furthest_point_sample, knn and points_in_boxes_part/all wrappers accept CPU tensors (they assumed CUDA)",
         ),
         Patch(
+            "mmengine_packages",
+            "mmengine.utils.package_utils",
+            "MMEngine's package helpers (mmdet:: config bases, hub, registry lookups) work without pkg_resources",
+        ),
+        Patch(
+            "mmcv_bound",
+            "sys",
+            "MMDetection 3.3, MMSegmentation 1.2 and MMDetection3D 1.4 accept mmcv 2.2 (bound raised in memory)",
+        ),
+        Patch(
             "worker_errors",
             "torch",
             "a torchrun worker's uncaught exception is recorded so torchrun's summary names the rank and the error",
