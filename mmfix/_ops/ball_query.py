@@ -68,7 +68,7 @@ def ball_query_forward(
         d2 = squared_distances(new_xyz_tensor[:, part], xyz_tensor).to(wide)
         mask = (d2 == 0) | ((d2 >= min_r2) & (d2 < max_r2))
         count = b * (part.stop - part.start)
-        rows = idx_tensor[:, part].reshape(count, nsample)
+        rows = idx_tensor[:, part].reshape(count, nsample).clone()  # (a view when b == 1: written back below)
         _write_neighbours(rows, mask.reshape(count, n), nsample, empty_value=None)
         idx_tensor[:, part] = rows.view(b, part.stop - part.start, nsample)
 

@@ -1,4 +1,4 @@
-"""The ``mmcv_ops_devices`` patch for the op tests: mmcv's CUDA-assuming 3D wrappers on CPU tensors.
+"""Fixtures of the 3D op tests: the ``mmcv_ops_devices`` patch (mmcv's CUDA-assuming 3D wrappers on CPU), small slabs.
 
 The test process keeps mmfix's patches off (tests/conftest.py); tests that run mmcv's
 ``furthest_point_sample``, ``knn`` or ``points_in_boxes_part/all`` on CPU apply that
@@ -25,3 +25,12 @@ def cpu_wrappers_fixture(mmfix_ext: ModuleType) -> Iterator[ModuleType]:
         yield ops
     finally:
         mmcv_ops_devices.remove()
+
+
+@pytest.fixture(name="small_slabs")
+def small_slabs_fixture(monkeypatch: pytest.MonkeyPatch) -> int:
+    """The 3D ops' (queries x points) slabs shrunk to a few hundred elements: every op then works in many slabs."""
+    from mmfix._ops import _points3d
+
+    monkeypatch.setattr(_points3d, "PAIR_BUDGET", 300)
+    return 300

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from ops.devices3d import small_slabs_fixture  # noqa: F401 - the small_slabs fixture
 from ops_support import import_mmcv_ops, swap_ext
 
 
@@ -101,3 +102,20 @@ def test_gradcheck_through_mmcv(mmfix_ext):
     tensors = tuple(t.requires_grad_(True) for t in (scores, points, centers))
     with swap_ext(mmfix_ext):
         assert torch.autograd.gradcheck(lambda s, p, c: ops.assign_score_withk(s, p, c, knn_idx, "sum"), tensors)
+
+
+def test_many_slabs_give_the_same_answer(mmfix_ext, small_slabs):
+    points, centers, scores, knn_idx = inputs(2, 20, 12, 3, 4, 5, seed=16)
+    output = torch.zeros((2, 5, 12, 4))
+    mmfix_ext.assign_score_withk_forward(
+        points, centers, scores, knn_idx, output, B=2, N0=20, N1=12, M=3, K=4, O=5, aggregate=0
+    )
+    grad_out = torch.randn((2, 5, 12, 4), generator=torch.Generator().manual_seed(3))
+    want = reference(points, centers, scores, knn_idx, grad_out)
+    np.testing.assert_allclose(output.numpy(), want[0], rtol=1e-5, atol=1e-5)
+    grads = [torch.zeros_like(points), torch.zeros_like(centers), torch.zeros_like(scores)]
+    mmfix_ext.assign_score_withk_backward(
+        grad_out, points, centers, scores, knn_idx, *grads, B=2, N0=20, N1=12, M=3, K=4, O=5, aggregate=0
+    )
+    for got, expected in zip(grads, want[1:]):
+        np.testing.assert_allclose(got.numpy(), expected, rtol=1e-5, atol=1e-5)

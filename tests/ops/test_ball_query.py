@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from ops import reference3d as ref
+from ops.devices3d import small_slabs_fixture  # noqa: F401 - the small_slabs fixture
 from ops_support import import_mmcv_ops, swap_ext
 
 
@@ -133,3 +134,25 @@ def test_bad_arguments_are_refused_clearly(mmfix_ext):
             max_radius=0.2,
             nsample=4,
         )
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_many_slabs_give_the_same_answer(mmfix_ext, small_slabs, batch):
+    xyz, centres = clouds(batch, 120, 30, seed=3, lattice=True)
+    got = query(mmfix_ext, xyz, centres, 0.0, 0.25, 8)
+    assert np.array_equal(got.numpy(), ref.ball_query(centres, xyz, 0.0, 0.25, 8))
+    points, centre_points = xyz.reshape(-1, 3), centres.reshape(-1, 3)
+    point_counts, centre_counts = [70, points.size(0) - 70], [12, centre_points.size(0) - 12]
+    idx = torch.zeros((centre_points.size(0), 8), dtype=torch.int32)
+    mmfix_ext.stack_ball_query_forward(
+        centre_points,
+        torch.tensor(centre_counts, dtype=torch.int32),
+        points,
+        torch.tensor(point_counts, dtype=torch.int32),
+        idx,
+        max_radius=0.25,
+        nsample=8,
+    )
+    assert np.array_equal(
+        idx.numpy(), ref.stack_ball_query(centre_points, centre_counts, points, point_counts, 0.25, 8)
+    )

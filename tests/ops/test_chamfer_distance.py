@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from ops.devices3d import small_slabs_fixture  # noqa: F401 - the small_slabs fixture
 from ops_support import import_mmcv_ops, swap_ext
 
 
@@ -101,3 +102,14 @@ def test_half_inputs_give_the_float32_result_within_half_precision(mmfix_ext):
     torch.testing.assert_close(h1.float(), w1, rtol=1e-2, atol=1e-4)
     torch.testing.assert_close(h2.float(), w2, rtol=1e-2, atol=1e-4)
     assert (hi1 == wi1).float().mean() > 0.9 and (hi2 == wi2).float().mean() > 0.9
+
+
+def test_many_slabs_give_the_same_answer(mmfix_ext, small_slabs):
+    xyz1, xyz2 = sets(2, 70, 50, seed=15, ties=True)
+    dist1, dist2 = torch.zeros((2, 70)), torch.zeros((2, 50))
+    idx1, idx2 = torch.zeros((2, 70), dtype=torch.int32), torch.zeros((2, 50), dtype=torch.int32)
+    mmfix_ext.chamfer_distance_forward(xyz1, xyz2, dist1, dist2, idx1, idx2)
+    want1, want_idx1 = nearest(xyz1.numpy(), xyz2.numpy())
+    want2, want_idx2 = nearest(xyz2.numpy(), xyz1.numpy())
+    assert np.array_equal(idx1.numpy(), want_idx1) and np.array_equal(idx2.numpy(), want_idx2)
+    assert np.array_equal(dist1.numpy(), want1) and np.array_equal(dist2.numpy(), want2)

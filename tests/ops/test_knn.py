@@ -8,7 +8,10 @@ import pytest
 import torch
 
 from ops import reference3d as ref
-from ops.devices3d import cpu_wrappers_fixture  # noqa: F401 - the cpu_wrappers fixture
+from ops.devices3d import (
+    cpu_wrappers_fixture,  # noqa: F401 - the cpu_wrappers fixture
+    small_slabs_fixture,  # noqa: F401 - the small_slabs fixture
+)
 from ops_support import swap_ext
 
 
@@ -99,3 +102,10 @@ def test_bad_arguments_are_refused_clearly(mmfix_ext):
         run(mmfix_ext, xyz, centres, 101)
     with pytest.raises(TypeError, match="missing"):
         mmfix_ext.knn_forward(xyz, centres)
+
+
+def test_many_slabs_give_the_same_answer(mmfix_ext, small_slabs):
+    xyz, centres = clouds(2, 80, 25, seed=8, ties=True)
+    idx, dist2 = run(mmfix_ext, xyz, centres, 6)
+    want_idx, want_dist = ref.knn(xyz, centres, 6)
+    assert np.array_equal(idx.numpy(), want_idx) and np.array_equal(dist2.numpy(), want_dist)

@@ -10,7 +10,10 @@ import pytest
 import torch
 
 from ops import reference3d as ref
-from ops.devices3d import cpu_wrappers_fixture  # noqa: F401 - the cpu_wrappers fixture
+from ops.devices3d import (
+    cpu_wrappers_fixture,  # noqa: F401 - the cpu_wrappers fixture
+    small_slabs_fixture,  # noqa: F401 - the small_slabs fixture
+)
 from ops_support import assert_same_call, import_mmcv_ops, swap_ext
 
 
@@ -192,3 +195,25 @@ def test_bad_arguments_are_refused_clearly(mmfix_ext):
     with pytest.raises(ValueError, match=r"\(boxes, points\)"):
         mmfix_ext.points_in_boxes_cpu_forward(box[0], xyz[0], torch.zeros((10, 2), dtype=torch.int))
     assert np.isfinite(xyz.numpy()).all()
+
+
+def test_many_slabs_give_the_same_answer(compiled_ext, mmfix_ext, small_slabs):
+    xyz, box = scene(2, 7, 300, seed=12)
+    table = compiled_table(compiled_ext, xyz, box)
+    every = torch.zeros((2, 300, 7), dtype=torch.int)
+    mmfix_ext.points_in_boxes_all_forward(box, xyz, every)
+    first = torch.full((2, 300), -1, dtype=torch.int)
+    mmfix_ext.points_in_boxes_part_forward(box, xyz, first)
+    assert torch.equal(every, table) and table.sum() > 0
+    assert first.tolist() == [[next((t for t in range(7) if table[b, m, t]), -1) for m in range(300)] for b in range(2)]
+    for b in range(2):
+        assert_same_call(
+            mmfix_ext,
+            compiled_ext,
+            "points_in_boxes_cpu_forward",
+            box[b],
+            xyz[b],
+            torch.zeros((7, 300), dtype=torch.int),
+            rtol=0,
+            atol=0,
+        )

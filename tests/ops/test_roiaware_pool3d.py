@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from ops import reference3d as ref
+from ops.devices3d import small_slabs_fixture  # noqa: F401 - the small_slabs fixture
 from ops_support import import_mmcv_ops, swap_ext
 
 
@@ -139,3 +140,14 @@ def test_out_sizes_past_the_kernels_8_bits_are_refused(mmfix_ext):
     rois, pts, feats = scene(1, 10, 2, seed=0)
     with pytest.raises(ValueError, match="8 bits"):
         run(mmfix_ext, rois, pts, feats, (256, 1, 1), 4, 0)
+
+
+@pytest.mark.parametrize("method", [0, 1])
+def test_many_slabs_give_the_same_answer(mmfix_ext, small_slabs, method):
+    rois, pts, feats = scene(5, 400, 3, seed=13, ties=True)
+    pooled, argmax, idx_of_voxels = run(mmfix_ext, rois, pts, feats, (3, 3, 2), 5, method)
+    want_pooled, want_argmax, want_idx = ref.roiaware_pool3d(rois, pts, feats, (3, 3, 2), 5, method)
+    assert np.array_equal(idx_of_voxels.numpy(), want_idx) and want_idx[..., 0].sum() > 0
+    if method == 0:
+        assert np.array_equal(argmax.numpy(), want_argmax)
+    np.testing.assert_allclose(pooled.numpy(), want_pooled, rtol=1e-5, atol=1e-6)

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from ops import reference3d as ref
+from ops.devices3d import small_slabs_fixture  # noqa: F401 - the small_slabs fixture
 from ops_support import import_mmcv_ops, swap_ext
 
 
@@ -79,3 +80,12 @@ def test_half_inputs_give_the_float32_result(mmfix_ext):
     # a point near a face may fall the other side in half arithmetic: compare the boxes that pooled the same points
     same = (half.float() == wide).all(dim=-1).all(dim=-1) & (half_flags == wide_flags)
     assert same.float().mean() > 0.8 and (wide_flags == 0).sum() > 4
+
+
+def test_many_slabs_give_the_same_answer(mmfix_ext, small_slabs):
+    xyz, box, feats = scene(2, 5, 300, 2, seed=14)
+    pooled = torch.zeros((2, 5, 8, 5))
+    flags = torch.zeros((2, 5), dtype=torch.int)
+    mmfix_ext.roipoint_pool3d_forward(xyz, box, feats, pooled, flags)
+    want_pooled, want_flags = ref.roipoint_pool3d(xyz, box, feats, 8)
+    assert np.array_equal(pooled.numpy(), want_pooled) and np.array_equal(flags.numpy(), want_flags)

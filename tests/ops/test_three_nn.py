@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from ops import reference3d as ref
+from ops.devices3d import small_slabs_fixture  # noqa: F401 - the small_slabs fixture
 from ops_support import import_mmcv_ops, swap_ext
 
 
@@ -63,3 +64,10 @@ def test_three_nn_through_mmcv(mmfix_ext):
     want_dist, want_idx = ref.three_nn(unknown, known)
     assert np.array_equal(idx.numpy(), want_idx)
     assert torch.equal(dist, torch.sqrt(torch.from_numpy(want_dist)))
+
+
+def test_many_slabs_give_the_same_answer(mmfix_ext, small_slabs):
+    unknown, known = clouds(2, 90, 40, seed=8, lattice=True)
+    dist2, idx = run(mmfix_ext, unknown, known)
+    want_dist, want_idx = ref.three_nn(unknown, known)
+    assert np.array_equal(idx.numpy(), want_idx) and np.array_equal(dist2.numpy(), want_dist)
