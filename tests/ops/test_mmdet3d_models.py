@@ -85,6 +85,19 @@ MODELS = {
         "loss",
         {"furthest_point_sampling_forward", "furthest_point_sampling_with_dist_forward", "ball_query_forward"},
     ),
+    "point-rcnn": (  # with the rotated-box ops (nms_rotated, box_iou_rotated) of another family
+        "point_rcnn/point-rcnn_8xb2_kitti-3d-3class.py",
+        "lidar",
+        16384,
+        4,
+        "loss",
+        {
+            "furthest_point_sampling_forward",
+            "ball_query_forward",
+            "points_in_boxes_part_forward",
+            "roipoint_pool3d_forward",
+        },
+    ),
     "paconv-cuda": (
         "paconv/paconv_ssg-cuda_8xb8-cosine-200e_s3dis-seg.py",
         "depth",
