@@ -34,6 +34,7 @@ def run(ext, xyz: torch.Tensor, m: int):
     [
         (1, 1, 1, False),
         (2, 5, 5, False),
+        (1, 7, 12, False),  # more samples than points: once every distance is 0, point 0 again
         (1, 64, 10, True),
         (2, 300, 40, False),
         (1, 300, 60, True),
