@@ -176,7 +176,10 @@ def test_pointpillars_losses_and_gradients_equal_compiled_mmcv(compiled_ext, mmf
         outcomes.append(
             (
                 voxels,
-                {k: float(sum(x.sum() for x in v) if isinstance(v, list) else v.sum()) for k, v in losses.items()},
+                {
+                    k: float(sum(x.detach().sum() for x in v) if isinstance(v, list) else v.detach().sum())
+                    for k, v in losses.items()
+                },
                 [p.grad for p in model.parameters()],
             )
         )
