@@ -101,6 +101,11 @@ PATCHES: dict[str, Patch] = {
             "without compiled mmcv ops (mmcv-lite), mmcv._ext is supplied by mmfix's PyTorch ops; compiled ops win",
         ),
         Patch(
+            "mmcv_ops_devices",
+            "mmcv.ops",
+            "mmcv's furthest_point_sample, knn and points_in_boxes_part/all wrappers accept CPU tensors (they assumed CUDA)",
+        ),
+        Patch(
             "mmengine_packages",
             "mmengine",
             "MMEngine's package helpers (mmdet:: config bases, hub, registry lookups) work without pkg_resources",
