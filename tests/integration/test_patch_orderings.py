@@ -29,7 +29,7 @@ events = json.loads(sys.argv[1])
 # (mmengine.model, for cpu_distributed) is not imported yet.
 FIRST = ("argparse", "torch", "mmengine.dist")
 MODULES = FIRST + ("mmengine.logging", "mmengine.model", "mmengine.runner", "mmengine.hooks.checkpoint_hook",
-                   "mmengine.fileio.backends.local_backend", "mmengine.config", "mmcv")
+                   "mmengine.fileio.backends.local_backend", "mmengine.config", "mmcv", "mmcv.ops")
 TARGETS = {
     "torch_load": [("torch", "load"), ("torch.serialization", "load"), ("torch.hub", "_is_legacy_zip_format")],
     "mmengine_checkpoint": [("mmengine.runner.checkpoint", "_load_checkpoint"),
@@ -49,6 +49,8 @@ TARGETS = {
                     ("mmengine.fileio.backends.local_backend", "LocalBackend.put")],
     "resume_fallback": [("mmengine.runner.checkpoint", "find_latest_checkpoint")],
     "legacy_config": [("mmengine.config.config", "Config.fromfile"), ("mmengine.config.config", "Config.merge_from_dict")],
+    "mmcv_ops_devices": [("mmcv.ops.furthest_point_sample", "furthest_point_sample"), ("mmcv.ops", "knn"),
+                         ("mmcv.ops.points_in_boxes", "points_in_boxes_part"), ("mmcv.ops", "points_in_boxes_all")],
     "mmengine_packages": [("mmengine.utils.package_utils", "is_installed"),
                           ("mmengine.utils.package_utils", "get_installed_path"),
                           ("mmengine.utils", "get_installed_path"),
