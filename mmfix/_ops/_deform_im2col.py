@@ -28,10 +28,11 @@ Half inputs are computed in float32 and written back in half.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, NamedTuple
+from typing import Any, Iterator, NamedTuple
 
 import torch
 
+from . import _torchvision
 from ._weighted_rows import weighted_rows, weighted_rows_backward
 
 #: Largest column matrix (elements) built at once: 64 MiB in float32.
@@ -68,6 +69,17 @@ class Geometry:
             c_div(height + 2 * self.pad_h - extent_h, self.stride_h) + 1,
             c_div(width + 2 * self.pad_w - extent_w, self.stride_w) + 1,
         )
+
+
+def torchvision_ops(tensor: torch.Tensor) -> Any:
+    """torchvision.ops for the forward on this tensor's device, or None.
+
+    torchvision's ``deform_conv2d`` computes the same forward (same sampling, offset and
+    mask layouts, groups). Only its forward is used: its offset gradient differs from
+    mmcv's for points exactly on the line -1 (mmcv gives 0 there, which a zero-offset 3x3
+    conv with padding 1 hits at every border), and on CPU the gather here is as fast.
+    """
+    return _torchvision.ops() if tensor.is_cuda else None
 
 
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:

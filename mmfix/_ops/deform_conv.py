@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 
 from . import _deform_checks as check
-from . import _torchvision
+from . import _deform_im2col
 from ._deform_im2col import Geometry, data_gradients, forward, weight_gradient
 
 _LAYOUT = "(batch, channels, height, width)"
@@ -131,7 +131,7 @@ def deform_conv_forward(
         im2col_step,
     )
     target = check.view(op, "output", output, (input.shape[0], weight.shape[0], out_h, out_w))
-    tv = _torchvision.ops() if input.is_cuda else None
+    tv = _deform_im2col.torchvision_ops(input)
     if tv is not None:
         # Same sampling, offset layout and groups (torchvision infers them from the shapes).
         target.copy_(

@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from . import _deform_checks as check
-from . import _torchvision
+from . import _deform_im2col
 from ._deform_im2col import Geometry, data_gradients, forward
 
 _OFFSET = "(batch, deform_groups * 2 * kernel_h * kernel_w, out_h, out_w), (dy, dx) per kernel tap"
@@ -134,7 +134,7 @@ def modulated_deform_conv_forward(
         check.same_kind(op, input=input, bias=bias)
         bias_vector = _bias(op, bias, out_channels)
     target = check.view(op, "output", output, (input.shape[0], out_channels, out_h, out_w))
-    tv = _torchvision.ops() if input.is_cuda else None
+    tv = _deform_im2col.torchvision_ops(input)
     if tv is not None:
         # Same sampling, offset and mask layouts and groups (torchvision infers them from the shapes).
         result = tv.deform_conv2d(
