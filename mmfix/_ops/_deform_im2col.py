@@ -35,8 +35,10 @@ import torch
 from . import _torchvision
 from ._weighted_rows import weighted_rows, weighted_rows_backward
 
-#: Largest column matrix (elements) built at once: 64 MiB in float32.
-COLUMN_BUDGET = 1 << 24
+#: Largest column matrix (elements) built at once: 32 MiB in float32. The backward holds about
+#: three matrices of this size at a time (column gradient, gathered columns, the gather's
+#: bookkeeping); GEMMs of this many rows run at full speed.
+COLUMN_BUDGET = 1 << 23
 
 
 def c_div(a: int, b: int) -> int:
@@ -185,14 +187,62 @@ class _Chunk(NamedTuple):
     images: slice
     row0: int
     row1: int
-    new_images: bool  # the first chunk of an image group: build its table
+    first: bool  # the first chunk of its image group
+    last: bool  # the last chunk of its image group
 
 
-def _chunks(batch: int, step: int, out_h: int, out_w: int, row_elems: int) -> Iterator[_Chunk]:
-    rows = max(1, COLUMN_BUDGET // max(1, step * out_w * row_elems))
-    for b0 in range(0, batch, step):
-        for r0 in range(0, out_h, rows):
-            yield _Chunk(slice(b0, b0 + step), r0, min(out_h, r0 + rows), r0 == 0)
+class _Call:
+    """One call's tensors in the compute dtype, cut into chunks of images and output rows.
+
+    Each chunk's work is a method call, so its temporaries (columns, column gradient,
+    gather bookkeeping) are freed before the next chunk allocates its own.
+    """
+
+    def __init__(
+        self,
+        input: torch.Tensor,
+        offset: torch.Tensor,
+        mask: torch.Tensor | None,
+        out_size: tuple[int, int],
+        geo: Geometry,
+        step: int,
+    ) -> None:
+        self.dtype = compute_dtype(input.dtype)
+        self.input = input.to(self.dtype)
+        self.offset = offset.to(self.dtype)
+        self.mask = None if mask is None else mask.to(self.dtype)
+        self.geo = geo
+        self.step = step
+        self.batch, self.channels, self.height, self.width = input.shape
+        self.out_h, self.out_w = out_size
+        self._table: torch.Tensor | None = None
+
+    @property
+    def row_elements(self) -> int:
+        return self.geo.taps * self.channels
+
+    def chunks(self) -> Iterator[_Chunk]:
+        rows = max(1, COLUMN_BUDGET // max(1, self.step * self.out_w * self.row_elements))
+        for b0 in range(0, self.batch, self.step):
+            for r0 in range(0, self.out_h, rows):
+                r1 = min(self.out_h, r0 + rows)
+                yield _Chunk(slice(b0, b0 + self.step), r0, r1, r0 == 0, r1 == self.out_h)
+
+    def table(self, chunk: _Chunk) -> torch.Tensor:
+        if chunk.first or self._table is None:
+            self._table = _table(self.input[chunk.images], self.geo.deform_groups)
+        return self._table
+
+    def plan(self, chunk: _Chunk, with_grads: bool) -> _Plan:
+        rows = slice(chunk.row0, chunk.row1)
+        mask = None if self.mask is None else self.mask[chunk.images, :, rows]
+        offset = self.offset[chunk.images, :, rows]
+        return _plan(offset, mask, chunk.row0, self.height, self.width, self.geo, with_grads)
+
+    def columns(self, chunk: _Chunk, plan: _Plan) -> torch.Tensor:
+        """The chunk's column matrix, (images, positions, taps * channels)."""
+        n = len(range(self.batch)[chunk.images])
+        return weighted_rows(self.table(chunk), plan.rows, plan.weight).view(n, -1, self.row_elements)
 
 
 def _weight_matrices(weight: torch.Tensor, groups: int) -> list[torch.Tensor]:
@@ -225,33 +275,19 @@ def forward(
     step: int,
 ) -> None:
     """``out`` (n, O, H_out, W_out) = the deformable convolution (no bias)."""
-    dtype = compute_dtype(input.dtype)
-    input, weight, offset = input.to(dtype), weight.to(dtype), offset.to(dtype)
-    mask = None if mask is None else mask.to(dtype)
-    batch, channels, height, width = input.shape
-    out_h, out_w = out.shape[2:]
-    taps, groups = geo.taps, geo.groups
-    out_per_group = weight.shape[0] // groups
-    matrices = _weight_matrices(weight, groups)
-    table = input
-    for chunk in _chunks(batch, step, out_h, out_w, taps * channels):
-        if chunk.new_images:
-            table = _table(input[chunk.images], geo.deform_groups)
-        plan = _plan(
-            offset[chunk.images, :, chunk.row0 : chunk.row1],
-            None if mask is None else mask[chunk.images, :, chunk.row0 : chunk.row1],
-            chunk.row0,
-            height,
-            width,
-            geo,
-            with_grads=False,
-        )
-        n = plan.weight.shape[0] // ((chunk.row1 - chunk.row0) * out_w * taps * geo.deform_groups)
-        columns = weighted_rows(table, plan.rows, plan.weight).view(n, -1, taps * channels)
-        for g, matrix in enumerate(matrices):
-            result = torch.matmul(matrix, _group_columns(columns, taps, groups, g).transpose(1, 2))
-            target = out[chunk.images, g * out_per_group : (g + 1) * out_per_group, chunk.row0 : chunk.row1]
-            target.copy_(result.view(target.shape))
+    call = _Call(input, offset, mask, (out.shape[2], out.shape[3]), geo, step)
+    matrices = _weight_matrices(weight.to(call.dtype), geo.groups)
+    for chunk in call.chunks():
+        _forward_chunk(call, chunk, matrices, out)
+
+
+def _forward_chunk(call: _Call, chunk: _Chunk, matrices: list[torch.Tensor], out: torch.Tensor) -> None:
+    columns = call.columns(chunk, call.plan(chunk, with_grads=False))
+    out_per_group = matrices[0].shape[0]
+    for g, matrix in enumerate(matrices):
+        result = torch.matmul(matrix, _group_columns(columns, call.geo.taps, call.geo.groups, g).transpose(1, 2))
+        target = out[chunk.images, g * out_per_group : (g + 1) * out_per_group, chunk.row0 : chunk.row1]
+        target.copy_(result.view(target.shape))
 
 
 def weight_gradient(
@@ -263,31 +299,14 @@ def weight_gradient(
     step: int,
 ) -> torch.Tensor:
     """d loss / d weight, (O, C/groups, kh, kw), in the compute dtype."""
-    dtype = compute_dtype(input.dtype)
-    input, offset, grad_output = input.to(dtype), offset.to(dtype), grad_output.to(dtype)
-    mask = None if mask is None else mask.to(dtype)
-    batch, channels, height, width = input.shape
-    out_channels, out_h, out_w = grad_output.shape[1:]
-    taps, groups = geo.taps, geo.groups
-    accumulators = _new_weight_accumulators(out_channels, channels, geo, input)
-    table = input
-    for chunk in _chunks(batch, step, out_h, out_w, taps * channels):
-        if chunk.new_images:
-            table = _table(input[chunk.images], geo.deform_groups)
-        plan = _plan(
-            offset[chunk.images, :, chunk.row0 : chunk.row1],
-            None if mask is None else mask[chunk.images, :, chunk.row0 : chunk.row1],
-            chunk.row0,
-            height,
-            width,
-            geo,
-            with_grads=False,
-        )
-        grad_rows = grad_output[chunk.images, :, chunk.row0 : chunk.row1]
-        n = grad_rows.shape[0]
-        columns = weighted_rows(table, plan.rows, plan.weight).view(n, -1, taps * channels)
-        _accumulate_weight_gradient(accumulators, grad_rows, columns, taps, groups)
-    return _weight_from_accumulators(accumulators, channels, geo)
+    call = _Call(input, offset, mask, (grad_output.shape[2], grad_output.shape[3]), geo, step)
+    grad_output = grad_output.to(call.dtype)
+    accumulators = _new_weight_accumulators(grad_output.shape[1], call)
+    for chunk in call.chunks():
+        columns = call.columns(chunk, call.plan(chunk, with_grads=False))
+        _accumulate_weight_gradient(accumulators, _rows(grad_output, chunk), columns, call.geo)
+        del columns
+    return _weight_from_accumulators(accumulators, call)
 
 
 class DataGradients(NamedTuple):
@@ -308,91 +327,98 @@ def data_gradients(
     with_weight: bool,
 ) -> DataGradients:
     """Gradients with respect to input, offset (and mask, and weight): col2im and col2im_coord."""
-    dtype = compute_dtype(input.dtype)
-    input, weight, offset = input.to(dtype), weight.to(dtype), offset.to(dtype)
-    grad_output = grad_output.to(dtype)
-    mask = None if mask is None else mask.to(dtype)
-    batch, channels, height, width = input.shape
-    out_channels, out_h, out_w = grad_output.shape[1:]
-    taps, groups, dg = geo.taps, geo.groups, geo.deform_groups
-    per_group_in = channels // groups
-    out_per_group = out_channels // groups
-    matrices = _weight_matrices(weight, groups)
-    grad_input = torch.empty_like(input)
-    grad_offset = torch.empty_like(offset)
-    grad_mask = None if mask is None else torch.empty_like(mask)
-    accumulators = _new_weight_accumulators(out_channels, channels, geo, input) if with_weight else None
-    table = grad_table = input
-    for chunk in _chunks(batch, step, out_h, out_w, taps * channels):
-        if chunk.new_images:
-            table = _table(input[chunk.images], dg)
-            grad_table = torch.zeros_like(table)
-        rows = chunk.row1 - chunk.row0
-        plan = _plan(
-            offset[chunk.images, :, chunk.row0 : chunk.row1],
-            None if mask is None else mask[chunk.images, :, chunk.row0 : chunk.row1],
-            chunk.row0,
-            height,
-            width,
-            geo,
-            with_grads=True,
-        )
-        grad_rows = grad_output[chunk.images, :, chunk.row0 : chunk.row1]
-        n = grad_rows.shape[0]
-        # The column gradient weight^T @ grad_output, in the gather's (position, tap, channel) order.
-        if groups == 1:
-            col_grad = torch.matmul(grad_rows.reshape(n, out_channels, -1).transpose(1, 2), matrices[0])
-        else:
-            col_grad = grad_rows.new_empty(n, rows * out_w, taps, groups, per_group_in)
-            for g, matrix in enumerate(matrices):
-                part = grad_rows[:, g * out_per_group : (g + 1) * out_per_group].reshape(n, out_per_group, -1)
-                col_grad[:, :, :, g] = torch.matmul(part.transpose(1, 2), matrix).view(n, -1, taps, per_group_in)
-        d_table, corner_dots, columns = weighted_rows_backward(
-            table, plan.rows, plan.weight, col_grad.view(-1, channels // dg)
-        )
-        assert d_table is not None and corner_dots is not None
-        if chunk.new_images:
+    call = _Call(input, offset, mask, (grad_output.shape[2], grad_output.shape[3]), geo, step)
+    grad_output = grad_output.to(call.dtype)
+    matrices = _weight_matrices(weight.to(call.dtype), geo.groups)
+    grads = DataGradients(
+        torch.empty_like(call.input),
+        torch.empty_like(call.offset),
+        None if call.mask is None else torch.empty_like(call.mask),
+        None,
+    )
+    accumulators = _new_weight_accumulators(grad_output.shape[1], call) if with_weight else None
+    grad_table = None
+    for chunk in call.chunks():
+        d_table = _data_chunk(call, chunk, matrices, _rows(grad_output, chunk), grads, accumulators)
+        if grad_table is None or chunk.first:
             grad_table = d_table
         else:
             grad_table += d_table
-        # (n, R, Wo, K, dg) -> the offset layout (n, dg, K, 2, R, Wo): h then w per tap.
-        dots = corner_dots.view(plan.d_h.shape)
-        d_offset = torch.stack(((plan.d_h * dots).sum(-1), (plan.d_w * dots).sum(-1)), -1)
-        target = grad_offset[chunk.images, :, chunk.row0 : chunk.row1].view(n, dg, taps, 2, rows, out_w)
-        target.copy_(d_offset.permute(0, 4, 3, 5, 1, 2))
-        if grad_mask is not None:
-            d_mask = (plan.bilinear * dots).sum(-1)
-            grad_mask[chunk.images, :, chunk.row0 : chunk.row1].view(n, dg, taps, rows, out_w).copy_(
-                d_mask.permute(0, 4, 3, 1, 2)
+        del d_table
+        if chunk.last:
+            n = len(range(call.batch)[chunk.images])
+            grads.input[chunk.images] = _untable(
+                grad_table, n, call.channels, call.height, call.width, geo.deform_groups
             )
-        if accumulators is not None:
-            _accumulate_weight_gradient(accumulators, grad_rows, columns.view(n, -1, taps * channels), taps, groups)
-        last_chunk_of_images = chunk.row1 == out_h
-        if last_chunk_of_images:
-            grad_input[chunk.images] = _untable(grad_table, n, channels, height, width, dg)
-    grad_weight = None if accumulators is None else _weight_from_accumulators(accumulators, channels, geo)
-    return DataGradients(grad_input, grad_offset, grad_mask, grad_weight)
+    if accumulators is not None:
+        grads = grads._replace(weight=_weight_from_accumulators(accumulators, call))
+    return grads
 
 
-def _new_weight_accumulators(out_channels: int, channels: int, geo: Geometry, like: torch.Tensor) -> list[torch.Tensor]:
-    groups = geo.groups
-    return [like.new_zeros(out_channels // groups, geo.taps * (channels // groups)) for _ in range(groups)]
+def _rows(tensor: torch.Tensor, chunk: _Chunk) -> torch.Tensor:
+    return tensor[chunk.images, :, chunk.row0 : chunk.row1]
+
+
+def _data_chunk(
+    call: _Call,
+    chunk: _Chunk,
+    matrices: list[torch.Tensor],
+    grad_rows: torch.Tensor,
+    grads: DataGradients,
+    accumulators: list[torch.Tensor] | None,
+) -> torch.Tensor:
+    """One chunk's gradients: writes grad offset (and mask, and accumulates the weight's); returns d table."""
+    geo = call.geo
+    taps, groups, dg = geo.taps, geo.groups, geo.deform_groups
+    n, out_channels, rows, out_w = grad_rows.shape
+    plan = call.plan(chunk, with_grads=True)
+    # The column gradient weight^T @ grad_output, in the gather's (position, tap, channel) order.
+    if groups == 1:
+        col_grad = torch.matmul(grad_rows.reshape(n, out_channels, -1).transpose(1, 2), matrices[0])
+    else:
+        out_per_group, per_group_in = out_channels // groups, call.channels // groups
+        col_grad = grad_rows.new_empty(n, rows * out_w, taps, groups, per_group_in)
+        for g, matrix in enumerate(matrices):
+            part = grad_rows[:, g * out_per_group : (g + 1) * out_per_group].reshape(n, out_per_group, -1)
+            col_grad[:, :, :, g] = torch.matmul(part.transpose(1, 2), matrix).view(n, -1, taps, per_group_in)
+    d_table, corner_dots, columns = weighted_rows_backward(
+        call.table(chunk), plan.rows, plan.weight, col_grad.view(-1, call.channels // dg)
+    )
+    del col_grad
+    assert d_table is not None and corner_dots is not None
+    # (n, R, Wo, K, dg) -> the offset layout (n, dg, K, 2, R, Wo): h then w per tap.
+    dots = corner_dots.view(plan.d_h.shape)
+    d_offset = torch.stack(((plan.d_h * dots).sum(-1), (plan.d_w * dots).sum(-1)), -1)
+    _rows(grads.offset, chunk).view(n, dg, taps, 2, rows, out_w).copy_(d_offset.permute(0, 4, 3, 5, 1, 2))
+    if grads.mask is not None:
+        d_mask = (plan.bilinear * dots).sum(-1)
+        _rows(grads.mask, chunk).view(n, dg, taps, rows, out_w).copy_(d_mask.permute(0, 4, 3, 1, 2))
+    if accumulators is not None:
+        _accumulate_weight_gradient(accumulators, grad_rows, columns.view(n, -1, call.row_elements), geo)
+    return d_table
+
+
+def _new_weight_accumulators(out_channels: int, call: _Call) -> list[torch.Tensor]:
+    groups = call.geo.groups
+    width = call.geo.taps * (call.channels // groups)
+    return [call.input.new_zeros(out_channels // groups, width) for _ in range(groups)]
 
 
 def _accumulate_weight_gradient(
-    accumulators: list[torch.Tensor], grad_rows: torch.Tensor, columns: torch.Tensor, taps: int, groups: int
+    accumulators: list[torch.Tensor], grad_rows: torch.Tensor, columns: torch.Tensor, geo: Geometry
 ) -> None:
     """accumulator_g += grad_output_g (O/g, n*L) @ columns_g (n*L, taps*C/g)."""
     n, out_channels = grad_rows.shape[:2]
-    out_per_group = out_channels // groups
+    out_per_group = out_channels // geo.groups
     grad_flat = grad_rows.reshape(n, out_channels, -1)
     for g, acc in enumerate(accumulators):
         part = grad_flat[:, g * out_per_group : (g + 1) * out_per_group]
-        cols = _group_columns(columns, taps, groups, g)
+        cols = _group_columns(columns, geo.taps, geo.groups, g)
         acc.addmm_(part.transpose(0, 1).reshape(out_per_group, -1), cols.reshape(-1, cols.shape[-1]))
 
 
-def _weight_from_accumulators(accumulators: list[torch.Tensor], channels: int, geo: Geometry) -> torch.Tensor:
-    per_group = channels // geo.groups
+def _weight_from_accumulators(accumulators: list[torch.Tensor], call: _Call) -> torch.Tensor:
+    geo = call.geo
+    per_group = call.channels // geo.groups
     parts = [acc.view(acc.shape[0], geo.taps, per_group).transpose(1, 2) for acc in accumulators]
     return torch.cat(parts, 0).reshape(-1, per_group, geo.kernel_h, geo.kernel_w)
