@@ -95,10 +95,10 @@ def test_carafe_pair_equals_the_kernel_definition(mmfix_ext, geo):
     mmfix_ext.carafe_forward(features, masks, rfeatures, routput, rmasks, output, kernel_size=k, group_size=group,
                              scale_factor=scale)  # fmt: skip
     torch.testing.assert_close(output.double(), expected, rtol=1e-5, atol=1e-5)
-    # The CUDA launcher's NHWC buffers: the features (read by the backward), and the shapes of the others.
+    # The CUDA launcher's NHWC buffers: the features (read by the backward) and masks; routput only resized.
     assert torch.equal(rfeatures, features.permute(0, 2, 3, 1))
+    assert torch.equal(rmasks, masks.permute(0, 2, 3, 1))
     assert routput.shape == (n, h * scale, w * scale, c)
-    assert rmasks.shape == (n, h * scale, w * scale, masks.shape[1])
     scratch = [
         torch.zeros_like(top_grad),
         torch.zeros_like(top_grad),
@@ -110,6 +110,20 @@ def test_carafe_pair_equals_the_kernel_definition(mmfix_ext, geo):
                               group_size=group, scale_factor=scale)  # fmt: skip
     torch.testing.assert_close(bottom_grad.double(), expected_feat, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(mask_grad.double(), expected_mask, rtol=1e-5, atol=1e-5)
+    rtop_grad, rbottom_grad_hs, rbottom_grad, rmask_grad = scratch
+    assert torch.equal(rtop_grad, top_grad.permute(0, 2, 3, 1))
+    assert torch.equal(rbottom_grad, bottom_grad.permute(0, 2, 3, 1))
+    assert torch.equal(rmask_grad, mask_grad.permute(0, 2, 3, 1))
+    assert rbottom_grad_hs.shape == (n, h * scale, w * scale, c)
+
+
+def test_out_of_image_taps_ignore_their_mask_values(mmfix_ext):
+    # The kernels skip taps outside the image: a NaN mask value there does not reach the output.
+    features, masks, _ = _inputs(seed=6)
+    masks[:, 0, 0, :] = float("nan")  # tap (0, 0) of the top output row reads above the image
+    output = torch.empty(1, 4, 8, 10)
+    mmfix_ext.carafe_naive_forward(features, masks, output, kernel_size=3, group_size=2, scale_factor=2)
+    assert not output[:, :2, 0].isnan().any()
 
 
 def test_row_chunks_give_the_same_result(mmfix_ext, monkeypatch):
