@@ -280,3 +280,43 @@ def test_mismatched_dtype_and_unwritable_output_are_named(mmfix_ext):
         mmfix_ext.deform_conv_forward(x, weight.double(), offset, out, torch.empty(0), torch.empty(0), **keywords)
     with pytest.raises(ValueError, match="`output` has shape"):
         mmfix_ext.deform_conv_forward(x, weight, offset, out[:, :2], torch.empty(0), torch.empty(0), **keywords)
+
+
+# --- torchvision's kernel as the forward's fast path ---------------------------------------------
+
+
+def torchvision_or_skip():
+    from mmfix._ops import _torchvision
+
+    tv = _torchvision.ops()
+    if tv is None:
+        pytest.skip("torchvision's compiled kernels do not load here (they do in the torch 2.14 + torchvision venv)")
+    return tv
+
+
+TORCHVISION_CASES = (
+    "3x3",
+    "far-offsets",
+    "integer-offsets",
+    "groups-and-deform-groups",
+    "stride-dilation-no-pad",
+    "deform-groups-across-groups",
+    "1x1",
+)
+
+
+@pytest.mark.parametrize("name", TORCHVISION_CASES)
+def test_torchvision_forward_equals_the_pure_path(mmfix_ext, monkeypatch, name):
+    # The fast path is taken on CUDA tensors; here it is forced on CPU to compare the two.
+    from mmfix._ops import _deform_im2col
+
+    tv = torchvision_or_skip()
+    tensors, keywords = _call_args(**CASES[name])
+    results = []
+    for ops in (None, tv):
+        monkeypatch.setattr(_deform_im2col, "torchvision_ops", lambda tensor, ops=ops: ops)
+        output = torch.empty_like(tensors["grad_output"])
+        mmfix_ext.deform_conv_forward(tensors["input"], tensors["weight"], tensors["offset"], output, torch.empty(0),
+                                      torch.empty(0), **keywords)  # fmt: skip
+        results.append(output)
+    torch.testing.assert_close(results[1], results[0], **TOL)

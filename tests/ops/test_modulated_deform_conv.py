@@ -204,3 +204,37 @@ def test_bad_arguments_are_named(mmfix_ext):
     with pytest.raises(ValueError, match="weight's kernel"):
         mmfix_ext.modulated_deform_conv_forward(t["input"], t["weight"], t["bias"], empty, t["offset"], t["mask"], out,
                                                 empty, **{**keywords, "kernel_w": 2})  # fmt: skip
+
+
+# --- torchvision's kernel as the forward's fast path ---------------------------------------------
+
+
+TORCHVISION_CASES = (
+    "3x3-bias",
+    "no-bias",
+    "far-offsets",
+    "integer-offsets",
+    "groups-and-deform-groups",
+    "deform-groups-across-groups",
+    "stride-dilation-no-pad",
+    "kernel-larger-than-input",
+)
+
+
+@pytest.mark.parametrize("name", TORCHVISION_CASES)
+def test_torchvision_forward_equals_the_pure_path(mmfix_ext, monkeypatch, name):
+    # The fast path is taken on CUDA tensors; here it is forced on CPU to compare the two.
+    from mmfix._ops import _deform_im2col, _torchvision
+
+    tv = _torchvision.ops()
+    if tv is None:
+        pytest.skip("torchvision's compiled kernels do not load here (they do in the torch 2.14 + torchvision venv)")
+    t, keywords = _call_args(**CASES[name])
+    results = []
+    for ops in (None, tv):
+        monkeypatch.setattr(_deform_im2col, "torchvision_ops", lambda tensor, ops=ops: ops)
+        output = torch.empty_like(t["grad_output"])
+        mmfix_ext.modulated_deform_conv_forward(t["input"], t["weight"], t["bias"], torch.empty(0), t["offset"], t["mask"],
+                                                output, torch.empty(0), **keywords)  # fmt: skip
+        results.append(output)
+    torch.testing.assert_close(results[1], results[0], **TOL)
