@@ -142,12 +142,13 @@ def _plan(
         m = mask.view(n, dg, taps, rows, cols).permute(0, 3, 4, 2, 1).contiguous()  # (n, R, Wo, K, dg)
         weight = bilinear * m.unsqueeze(-1)
     padded_w = width + 2
-    # Top-left corner in the padded image (h_low + 1, w_low + 1); points outside read row 0 (zero).
-    top_left = (h_low.long() + 1) * padded_w + (w_low.long() + 1)
-    blocks = torch.arange(n, device=device).view(n, 1, 1, 1, 1) * dg + torch.arange(dg, device=device)
-    top_left = torch.where(inside, top_left, 0) + blocks * ((height + 2) * padded_w)
+    # Corners in the padded image, from the top left (h_low + 1, w_low + 1); all four corners of a
+    # point outside read the block's zero corner (0, 0), so even an inf or NaN pixel adds nothing.
+    block = torch.arange(n, device=device).view(n, 1, 1, 1, 1) * dg + torch.arange(dg, device=device)
+    block_start = block * ((height + 2) * padded_w)
+    top_left = block_start + (h_low.long() + 1) * padded_w + (w_low.long() + 1)
     corners = torch.tensor([0, 1, padded_w, padded_w + 1], device=device)
-    index = (top_left.unsqueeze(-1) + corners).view(-1, 4)
+    index = torch.where(inside.unsqueeze(-1), top_left.unsqueeze(-1) + corners, block_start.unsqueeze(-1)).view(-1, 4)
     if not with_grads:
         return _Plan(index, weight.reshape(-1, 4), bilinear, bilinear, bilinear)
     # get_coordinate_weight: d/dh weighs the corners by -(w_low + 1 - w), -(w - w_low), +, +;

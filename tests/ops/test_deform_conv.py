@@ -130,6 +130,14 @@ def test_random_geometries_equal_compiled(compiled_ext, mmfix_ext, data, kernel,
     _assert_all_three_match(mmfix_ext, compiled_ext, tensors, keywords, scale=2.0)
 
 
+def test_points_outside_the_image_ignore_non_finite_pixels(compiled_ext, mmfix_ext):
+    # The kernels never read the image for a point outside it: an inf pixel must not leak in as 0 * inf.
+    tensors, keywords = _call_args(seed=11)
+    tensors["input"][:, :, 0, 0] = float("inf")
+    tensors["offset"] = torch.full_like(tensors["offset"], 100.0)
+    _assert_all_three_match(mmfix_ext, compiled_ext, tensors, keywords)
+
+
 def test_empty_batch_equals_compiled(compiled_ext, mmfix_ext):
     tensors, keywords = _call_args(batch=0, step=1)
     _assert_all_three_match(mmfix_ext, compiled_ext, tensors, keywords)
