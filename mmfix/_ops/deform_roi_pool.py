@@ -40,8 +40,8 @@ class _Plan(NamedTuple):
     starts: torch.Tensor  # (bins,) first entry of each bin (bag)
     divisor: torch.Tensor  # (bins,) the samples a bin averages over (the kernel's count)
     bag: torch.Tensor  # (samples,) the bin of each sample
-    d_x: torch.Tensor  # (samples * 4,) per-corner factors of the x-offset gradient (0 outside)
-    d_y: torch.Tensor  # (samples * 4,) per-corner factors of the y-offset gradient
+    d_x: torch.Tensor | None  # (samples * 4,) per-corner factors of the x-offset gradient (0 outside)
+    d_y: torch.Tensor | None  # (samples * 4,) per-corner factors of the y-offset gradient
     roi_width: torch.Tensor  # (bins,)
     roi_height: torch.Tensor  # (bins,)
 
@@ -91,6 +91,7 @@ def _plan(
     height: int,
     width: int,
     batch: int,
+    offset_grads: bool = False,
 ) -> _Plan:
     """The samples of a chunk of RoIs, bin by bin, and their corners."""
     start_w, start_h, roi_w, roi_h, grid_h, grid_w = frames
@@ -151,6 +152,10 @@ def _plan(
         (y_low * width + x_low, y_low * width + x_high, y_high * width + x_low, y_high * width + x_high), -1
     )
     rows = torch.where(corner_inside, rows + image.unsqueeze(-1), batch * height * width)  # the zero row
+    bin_roi_w = roi_w.repeat_interleave(bins_per_roi)
+    bin_roi_h = roi_h.repeat_interleave(bins_per_roi)
+    if not offset_grads:
+        return _Plan(rows.view(-1), weight.view(-1), 4 * first, count, bag, None, None, bin_roi_w, bin_roi_h)
     # The kernel's offset gradient, per corner (00, 10, 01, 11 = low/high y, low/high x), with the
     # unclamped sample coordinates y, x and the clamped corner indices.
     y_low_f, y_high_f, x_low_f, x_high_f = (t.to(dtype) for t in (y_low, y_high, x_low, x_high))
@@ -158,8 +163,6 @@ def _plan(
     d_y = torch.stack((x - x_high_f, x_low_f - x, x_high_f - x, x - x_low_f), -1)
     d_x = torch.where(corner_inside, d_x, zero)
     d_y = torch.where(corner_inside, d_y, zero)
-    bin_roi_w = roi_w.repeat_interleave(bins_per_roi)
-    bin_roi_h = roi_h.repeat_interleave(bins_per_roi)
     return _Plan(
         rows.view(-1), weight.view(-1), 4 * first, count, bag, d_x.view(-1), d_y.view(-1), bin_roi_w, bin_roi_h
     )
@@ -229,7 +232,7 @@ def deform_roi_pool_forward(
     for part in _chunks(_samples_per_roi(frames, geo)):
         chunk_offset = None if offset_or_none is None else offset_or_none[part]
         plan = _plan(rois[part], chunk_offset, tuple(f[part] for f in frames), geo, height, width, batch)
-        sums = weighted_rows_ragged(table, plan.rows, plan.weight, plan.starts) / plan.divisor.unsqueeze(1)
+        sums = weighted_rows_ragged(table, plan.rows, plan.weight, plan.starts).div_(plan.divisor.unsqueeze(1))
         target[part].copy_(sums.view(-1, pooled_height, pooled_width, channels).permute(0, 3, 1, 2))
 
 
@@ -269,11 +272,20 @@ def deform_roi_pool_backward(
     geo = _Geometry(pooled_height, pooled_width, _as_float32(spatial_scale), sampling_ratio, _as_float32(gamma))
     frames = _roi_frames(rois, geo, dtype)
     table = _table(input, dtype)
-    d_table = torch.zeros_like(table)
+    d_table: torch.Tensor | None = None
     gamma_t = torch.tensor(geo.gamma, dtype=dtype, device=input.device)
     for part in _chunks(_samples_per_roi(frames, geo)):
         chunk_offset = None if offset_or_none is None else offset_or_none[part]
-        plan = _plan(rois[part], chunk_offset, tuple(f[part] for f in frames), geo, height, width, batch)
+        plan = _plan(
+            rois[part],
+            chunk_offset,
+            tuple(f[part] for f in frames),
+            geo,
+            height,
+            width,
+            batch,
+            offset_target is not None,
+        )
         # The kernel's grad_output[...] / count per bin (count without the forward's max(., 1): a bin
         # without samples gets nothing either way).
         grads = grad_output[part].to(dtype).permute(0, 2, 3, 1).reshape(-1, channels) / plan.divisor.unsqueeze(1)
@@ -281,11 +293,16 @@ def deform_roi_pool_backward(
             table, plan.rows, plan.weight, grads, plan.starts, need_weight=offset_target is not None
         )
         assert chunk_table is not None
-        d_table += chunk_table
+        if d_table is None:
+            d_table = chunk_table
+        else:
+            d_table += chunk_table
+        del chunk_table
         if offset_target is not None:
-            assert dots is not None
+            assert dots is not None and plan.d_x is not None and plan.d_y is not None
             per_bin_x = torch.zeros_like(plan.divisor).index_add_(0, plan.bag, (plan.d_x * dots).view(-1, 4).sum(-1))
             per_bin_y = torch.zeros_like(plan.divisor).index_add_(0, plan.bag, (plan.d_y * dots).view(-1, 4).sum(-1))
             d_offset = torch.stack((gamma_t * plan.roi_width * per_bin_x, gamma_t * plan.roi_height * per_bin_y), 0)
             offset_target[part] += d_offset.view(2, -1, pooled_height, pooled_width).transpose(0, 1)
+    assert d_table is not None
     input_target += d_table[:-1].view(batch, height, width, channels).permute(0, 3, 1, 2)
