@@ -1,0 +1,100 @@
+"""Mask R-CNN (and friends) on mmfix's ops against mmcv's compiled ops: time per image, same run.
+
+    python benchmarks/model_ops_speed.py [--config mask_rcnn/mask-rcnn_r50_fpn_1x_coco.py ...]
+                                         [--repeat 5] [--threads N] [--size 800 1333]
+
+For each config of the installed MMDetection (default: Mask R-CNN, Faster R-CNN, RetinaNet and
+Faster R-CNN with DCN), one model (seeded random weights, score thresholds at 0 so every
+detection stage has work) runs inference on one 1333x800 image and one training step on a
+batch of 2, alternately with mmcv 2.1.0's compiled extension and with mmfix's
+(tests/zoo_support.py swaps the extension the real mmcv.ops modules call). Prints the median
+time of each and the ratio mmfix / compiled. Goals (issue 20, CPU): inference <= 1.5x,
+training step <= 2x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent / "tests")]
+
+DEFAULT = [
+    "mask_rcnn/mask-rcnn_r50_fpn_1x_coco.py",
+    "faster_rcnn/faster-rcnn_r50_fpn_1x_coco.py",
+    "retinanet/retinanet_r50_fpn_1x_coco.py",
+    "dcn/faster-rcnn_r50-dconv-c3-c5_fpn_1x_coco.py",
+]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", action="append", help="config paths relative to mmdet's configs/")
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--size", type=int, nargs=2, default=(800, 1333), metavar=("H", "W"))
+    args = parser.parse_args()
+
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    import zoo_support
+
+    from mmfix._ops import _ext
+    from ops_support import import_mmcv_ops, load_compiled_ext, swap_ext
+
+    zoo_support.IMAGE_HW = tuple(args.size)
+    mmfix_ext = _ext.build()
+    import_mmcv_ops(mmfix_ext)
+    compiled = load_compiled_ext(Path(tempfile.mkdtemp(prefix="mmfix-bench-")))
+    exts = {"compiled": compiled, "mmfix": mmfix_ext}
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, image {args.size[0]}x{args.size[1]}; "
+        f"median of {args.repeat}"
+    )
+    print(f"{'config':52} {'':10} {'compiled s':>10} {'mmfix s':>9} {'ratio':>6}")
+    for relative in args.config or DEFAULT:
+        model = zoo_support.build_model(zoo_support.mmdet_configs() / relative)
+        one = zoo_support.synthetic_batch(batch=1)
+        two = zoo_support.synthetic_batch(batch=2)
+
+        def infer(ext, model=model, one=one):
+            model.eval()
+            with swap_ext(ext), torch.no_grad():
+                model(**model.data_preprocessor(one, False), mode="predict")
+
+        def train_step(ext, model=model, two=two):
+            model.train()
+            with swap_ext(ext):
+                zoo_support.seed_everything(3)
+                losses = model(**model.data_preprocessor(two, True), mode="loss")
+                total = sum(
+                    v.sum()
+                    for k, vs in losses.items()
+                    if "loss" in k
+                    for v in (vs if isinstance(vs, (list, tuple)) else [vs])
+                )
+                model.zero_grad(set_to_none=True)
+                total.backward()
+
+        for label, step in (("inference", infer), ("train step", train_step)):
+            times: dict[str, list[float]] = {"compiled": [], "mmfix": []}
+            for name in exts:  # warm-up
+                step(exts[name])
+            for _ in range(args.repeat):
+                for name, ext in exts.items():
+                    start = time.perf_counter()
+                    step(ext)
+                    times[name].append(time.perf_counter() - start)
+            c, m = statistics.median(times["compiled"]), statistics.median(times["mmfix"])
+            print(f"{relative:52} {label:10} {c:10.2f} {m:9.2f} {m / c:6.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
