@@ -21,6 +21,10 @@ from . import _deform_im2col
 from ._deform_im2col import Geometry, data_gradients, forward, weight_gradient
 
 _LAYOUT = "(batch, channels, height, width)"
+#: For ``mmfix doctor``: torchvision's kernel serves only the forward, and only on CUDA tensors
+#: (see ``_deform_im2col.torchvision_ops``); the backward and everything on CPU are mmfix's.
+TORCHVISION_FAST_PATH = False
+
 _OFFSET = "(batch, deform_groups * 2 * kH * kW, out_h, out_w), (dy, dx) per kernel tap"
 
 

@@ -19,6 +19,10 @@ from . import _deform_checks as check
 from . import _deform_im2col
 from ._deform_im2col import Geometry, data_gradients, forward
 
+#: For ``mmfix doctor``: torchvision's kernel serves only the forward, and only on CUDA tensors
+#: (see ``_deform_im2col.torchvision_ops``); the backward and everything on CPU are mmfix's.
+TORCHVISION_FAST_PATH = False
+
 _OFFSET = "(batch, deform_groups * 2 * kernel_h * kernel_w, out_h, out_w), (dy, dx) per kernel tap"
 _MASK = "(batch, deform_groups * kernel_h * kernel_w, out_h, out_w)"
 

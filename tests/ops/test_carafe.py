@@ -223,3 +223,9 @@ def test_bad_arguments_are_named(mmfix_ext):
         mmfix_ext.carafe_naive_forward(features, masks, out, kernel_size=2, group_size=2, scale_factor=2)
     with pytest.raises(ValueError, match="group_size must divide"):
         mmfix_ext.carafe_naive_forward(features, masks, out, kernel_size=3, group_size=3, scale_factor=2)
+
+
+def test_the_stand_in_serves_these_functions(mmfix_ext):
+    for name in ['carafe_forward', 'carafe_backward', 'carafe_naive_forward', 'carafe_naive_backward']:
+        assert mmfix_ext.__mmfix_families__[name] == "carafe"
+        assert not hasattr(getattr(mmfix_ext, name), "__mmfix_unavailable__")

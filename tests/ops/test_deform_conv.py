@@ -328,3 +328,9 @@ def test_torchvision_forward_equals_the_pure_path(mmfix_ext, monkeypatch, name):
                                       torch.empty(0), **keywords)  # fmt: skip
         results.append(output)
     torch.testing.assert_close(results[1], results[0], **TOL)
+
+
+def test_the_stand_in_serves_these_functions(mmfix_ext):
+    for name in ['deform_conv_forward', 'deform_conv_backward_input', 'deform_conv_backward_parameters']:
+        assert mmfix_ext.__mmfix_families__[name] == "deform_conv"
+        assert not hasattr(getattr(mmfix_ext, name), "__mmfix_unavailable__")

@@ -274,3 +274,9 @@ def test_bad_rois_are_named(mmfix_ext):
         mmfix_ext.deform_roi_pool_forward(x, torch.tensor([[0, 0, 2, 2.0]]), torch.empty(0), out, **kw)
     with pytest.raises(ValueError, match="`offset` has shape"):
         mmfix_ext.deform_roi_pool_forward(x, torch.tensor([[0.0, 0, 0, 2, 2]]), torch.zeros(1, 2, 3, 3), out, **kw)
+
+
+def test_the_stand_in_serves_these_functions(mmfix_ext):
+    for name in ['deform_roi_pool_forward', 'deform_roi_pool_backward']:
+        assert mmfix_ext.__mmfix_families__[name] == "deform_roi_pool"
+        assert not hasattr(getattr(mmfix_ext, name), "__mmfix_unavailable__")

@@ -98,3 +98,9 @@ def test_bad_positions_are_named(mmfix_ext):
     with pytest.raises(ValueError, match="`col` has shape"):
         mmfix_ext.masked_im2col_forward(im, torch.tensor([0, 1]), torch.tensor([0, 1]), torch.empty(5, 2), kernel_h=3,
                                         kernel_w=3, pad_h=1, pad_w=1)  # fmt: skip
+
+
+def test_the_stand_in_serves_these_functions(mmfix_ext):
+    for name in ['masked_im2col_forward', 'masked_col2im_forward']:
+        assert mmfix_ext.__mmfix_families__[name] == "masked_conv"
+        assert not hasattr(getattr(mmfix_ext, name), "__mmfix_unavailable__")
