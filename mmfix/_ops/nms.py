@@ -1,0 +1,253 @@
+"""mmcv's ``nms``, ``softnms`` and ``nms_match`` (ops/csrc/pytorch/cpu/nms.cpp, the CUDA nms kernel).
+
+The keep lists are those of the compiled kernels, element for element:
+
+* the score order is ``scores.sort(0, descending=True)``, the very call the kernels make
+  (torch's sort is not stable: ties fall as torch orders them, the same here as there);
+* each pair is decided with the kernel's float32 operations in its order: on the CPU
+  ``inter / (area_i + area_j - inter) > iou_threshold``, in CUDA
+  ``inter > iou_threshold * (area_i + area_j - inter)`` (``_greedy.RULES``), with the
+  threshold rounded to float32 as the kernels' ``float`` parameter rounds it, ``offset``
+  added to widths and heights, and ``>=`` where nms_match uses it;
+* the greedy pass itself is ``_greedy.solve``.
+
+Soft-NMS is sequential by nature (each pick rescales the scores the next pick compares);
+it runs the kernel's loop with one pass of tensor operations per picked box, including the
+kernel's way of dropping boxes (swap with the last), which decides ties between equal
+scores later on.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from . import _greedy, _torchvision
+
+#: Soft-NMS methods (mmcv.ops.soft_nms: naive 0, linear 1, gaussian 2).
+SOFT_NMS_METHODS = {0: "naive", 1: "linear", 2: "gaussian"}
+#: Soft-NMS precomputes all pairwise overlaps up to this many boxes (else one row per pick).
+SOFT_NMS_MATRIX_LIMIT = 2048
+
+
+def _float32(value: float) -> float:
+    """A Python float holding the float32 the C++ ``float`` parameter receives."""
+    return float(np.float32(value))
+
+
+def _check_boxes(name: str, boxes: Tensor, columns: int, what: str) -> None:
+    if not isinstance(boxes, Tensor) or boxes.dim() != 2 or boxes.shape[1] < columns:
+        shape = tuple(boxes.shape) if isinstance(boxes, Tensor) else type(boxes).__name__
+        raise ValueError(
+            f"mmcv op `{name}` takes {what} as a tensor of shape (N, {columns}), got {shape}. "
+            f"Pass a 2-D float tensor with one row per box."
+        )
+    if boxes.dtype not in (torch.float32, torch.float64):
+        raise TypeError(
+            f"mmcv op `{name}` takes float32 boxes (mmcv's kernel reads them as C floats), got {boxes.dtype}. "
+            "Convert them with `.float()` before the call."
+        )
+
+
+def _check_scores(name: str, boxes: Tensor, scores: Tensor) -> None:
+    if not isinstance(scores, Tensor) or scores.dim() != 1 or scores.shape[0] != boxes.shape[0]:
+        shape = tuple(scores.shape) if isinstance(scores, Tensor) else type(scores).__name__
+        raise ValueError(
+            f"mmcv op `{name}` takes one score per box: {boxes.shape[0]} boxes but scores of shape {shape}. "
+            "Pass a 1-D tensor of N scores."
+        )
+
+
+def _check_offset(name: str, offset: int) -> None:
+    if int(offset) not in (0, 1):
+        raise ValueError(f"mmcv op `{name}`: offset must be 0 or 1 (added to box widths and heights), got {offset!r}.")
+
+
+# --- nms ------------------------------------------------------------------------------------
+
+
+def nms(boxes: Tensor, scores: Tensor, iou_threshold: float, offset: int) -> Tensor:
+    """Indices of the boxes kept by greedy NMS, in descending score order (int64)."""
+    _check_boxes("nms", boxes, 4, "boxes")
+    _check_scores("nms", boxes, scores)
+    _check_offset("nms", offset)
+    if boxes.numel() == 0:
+        return torch.empty(0, dtype=torch.long, device=boxes.device)
+    threshold = _float32(iou_threshold)
+    order = scores.sort(0, descending=True)[1]
+    fast = _torchvision_nms(boxes, order, threshold, int(offset))
+    if fast is not None:
+        return fast
+    cols = _greedy.columns(boxes[:, :4], int(offset))[:, order]
+    problem = _greedy.Problem(
+        cols,
+        torch.tensor(threshold, dtype=boxes.dtype, device=boxes.device),
+        int(offset),
+        inclusive=False,
+        rule=_greedy.rule_for(boxes.device),
+    )
+    return order[_greedy.solve(problem).kept]
+
+
+def _torchvision_nms(boxes: Tensor, order: Tensor, threshold: float, offset: int) -> Tensor | None:
+    """torchvision's CPU kernel, where it decides exactly as mmcv's: offset 0, the same
+    division, a double threshold equal to mmcv's float one. It sorts by its own call, so it
+    gets boxes already in mmcv's order, with strictly decreasing stand-in scores."""
+    if offset != 0 or boxes.device.type != "cpu" or boxes.shape[0] > 1 << 24:
+        return None
+    if _torchvision.ops() is None:
+        return None
+    ranked = boxes[order, :4].contiguous()
+    stand_in = -torch.arange(boxes.shape[0], dtype=boxes.dtype)
+    kept = torch.ops.torchvision.nms(ranked, stand_in, threshold)
+    return order[kept.sort().values]
+
+
+# --- soft-nms -------------------------------------------------------------------------------
+
+
+def softnms(
+    boxes: Tensor,
+    scores: Tensor,
+    dets: Tensor,
+    iou_threshold: float,
+    sigma: float,
+    min_score: float,
+    method: int,
+    offset: int,
+) -> Tensor:
+    """Soft-NMS: indices in pick order; rows 0..k-1 of ``dets`` get (box, rescaled score)."""
+    _check_boxes("softnms", boxes, 4, "boxes")
+    _check_scores("softnms", boxes, scores)
+    _check_offset("softnms", offset)
+    n = boxes.shape[0]
+    if boxes.numel() == 0:
+        return torch.empty(0, dtype=torch.long, device=boxes.device)
+    if dets.dim() != 2 or dets.shape[0] < n or dets.shape[1] != 5 or dets.dtype != boxes.dtype:
+        raise ValueError(
+            f"mmcv op `softnms` writes its results into `dets`, which must be a {boxes.dtype} tensor of shape "
+            f"({n}, 5); got {tuple(dets.shape)} {dets.dtype}."
+        )
+    offset = int(offset)
+    cols = _greedy.columns(boxes[:, :4], offset)
+    dtype, device = boxes.dtype, boxes.device
+    threshold = torch.tensor(_float32(iou_threshold), dtype=dtype, device=device)
+    sigma_t = torch.tensor(_float32(sigma), dtype=dtype, device=device)
+    floor = torch.tensor(_float32(min_score), dtype=dtype, device=device)
+    overlaps = _pairwise_overlaps(cols, offset) if n <= SOFT_NMS_MATRIX_LIMIT else None
+
+    # The kernel's arrays, in its current arrangement: which box sits at each position, its score.
+    where = torch.arange(n, device=device)
+    score = scores.to(dtype).clone()
+    count = n
+    i = 0
+    while i < count:
+        window = score[i:count]
+        pick = i + _first_max(window)
+        if pick != i:
+            where[[i, pick]] = where[[pick, i]]
+            score[[i, pick]] = score[[pick, i]]
+        chosen = where[i]
+        rest = where[i + 1 : count]
+        if rest.numel():
+            if overlaps is not None:
+                ovr = overlaps[chosen, rest]
+            else:
+                ovr = _overlaps(cols, chosen, rest, offset)
+            rescaled = score[i + 1 : count] * _soft_weight(ovr, threshold, sigma_t, int(method))
+            score[i + 1 : count] = rescaled
+            stays = ~(rescaled < floor)
+            if not bool(stays.all()):
+                arrangement = _drop_by_swapping_with_last(stays)
+                where[i + 1 : i + 1 + arrangement.numel()] = rest[arrangement]
+                score[i + 1 : i + 1 + arrangement.numel()] = rescaled[arrangement]
+                count = i + 1 + arrangement.numel()
+        i += 1
+    picked = where[:count]
+    dets[:count, :4] = cols[:4, picked].T
+    dets[:count, 4] = score[:count]
+    return picked
+
+
+def _first_max(values: Tensor) -> int:
+    """Position of the kernel's maximum: the first one; NaN never wins unless it comes first
+    (``if (max_score < sc[pos])`` never holds for a NaN on either side)."""
+    if bool(torch.isnan(values[0])):
+        return 0
+    finite = torch.where(torch.isnan(values), float("-inf"), values)
+    return int(torch.argmax(finite))
+
+
+def _soft_weight(ovr: Tensor, threshold: Tensor, sigma: Tensor, method: int) -> Tensor:
+    if method == 0:  # naive: drop what overlaps at least the threshold
+        return torch.where(ovr >= threshold, 0.0, 1.0).to(ovr.dtype)
+    if method == 1:  # linear: 1 - overlap from the threshold on
+        return torch.where(ovr >= threshold, 1 - ovr, torch.ones_like(ovr))
+    if method == 2:  # gaussian: exp(-overlap² / sigma), in float32 as std::exp(float) rounds
+        exponent = (-(ovr * ovr)) / sigma
+        return exponent.double().exp().to(ovr.dtype)
+    return torch.ones_like(ovr)  # the kernel leaves the scores as they are for other methods
+
+
+def _drop_by_swapping_with_last(stays: Tensor) -> Tensor:
+    """The kernel's order after dropping: scanning forward, a dropped box is replaced by the
+    last box (which is then examined in its place) and the count shrinks. The result: boxes
+    that stay before the new end keep their places, and the holes among them are filled by
+    the staying boxes from beyond the new end, last first. Returns source positions."""
+    length = stays.numel()
+    remaining = int(stays.sum())
+    positions = torch.arange(length, device=stays.device)
+    arrangement = positions[:remaining].clone()
+    holes = (~stays[:remaining]).nonzero().squeeze(1)
+    movers = (stays & (positions >= remaining)).nonzero().squeeze(1).flip(0)
+    arrangement[holes] = movers
+    return arrangement
+
+
+def _pairwise_overlaps(cols: Tensor, offset: int) -> Tensor:
+    a = _greedy.Boxes(*(c[:, None] for c in cols))
+    b = _greedy.Boxes(*(c[None, :] for c in cols))
+    inter = _greedy._intersection(a, b, offset)
+    return inter.div_((a.area + b.area).sub_(inter))
+
+
+def _overlaps(cols: Tensor, chosen: Tensor, rest: Tensor, offset: int) -> Tensor:
+    a = _greedy.Boxes(*cols[:, chosen].unbind(0))
+    b = _greedy.Boxes(*cols[:, rest].unbind(0))
+    inter = _greedy._intersection(a, b, offset)
+    return inter.div_((a.area + b.area).sub_(inter))
+
+
+# --- nms_match ------------------------------------------------------------------------------
+
+
+def nms_match(dets: Tensor, iou_threshold: float) -> list[list[int]]:
+    """Groups of box indices: each kept box first, then the boxes it suppressed, in score order."""
+    _check_boxes("nms_match", dets, 5, "dets (x1, y1, x2, y2, score)")
+    if dets.shape[0] == 0:
+        return []
+    order = dets[:, 4].sort(0, descending=True)[1]
+    cols = _greedy.columns(dets[:, :4], 0)[:, order]
+    problem = _greedy.Problem(
+        cols,
+        torch.tensor(_float32(iou_threshold), dtype=dets.dtype, device=dets.device),
+        0,
+        inclusive=True,
+        rule=_greedy._ratio_rule,  # the kernel exists for the CPU only (mmcv moves dets there)
+    )
+    result = _greedy.solve(problem, want_owner=True)
+    assert result.owner is not None
+    n = order.numel()
+    positions = torch.arange(n, device=dets.device)
+    group = torch.where(result.owner >= 0, result.owner, positions)
+    # Group by the kept box's position; within a group, score order (the kept box is first).
+    arranged = torch.argsort(group * n + positions)
+    sizes = torch.bincount(group, minlength=n)[result.kept].tolist()
+    flat = order[arranged].tolist()
+    groups: list[list[int]] = []
+    start = 0
+    for size in sizes:
+        groups.append(flat[start : start + size])
+        start += size
+    return groups
