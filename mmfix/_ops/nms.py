@@ -94,9 +94,7 @@ def _torchvision_nms(boxes: Tensor, order: Tensor, threshold: float, offset: int
     """torchvision's CPU kernel, where it decides exactly as mmcv's: offset 0, the same
     division, a double threshold equal to mmcv's float one. It sorts by its own call, so it
     gets boxes already in mmcv's order, with strictly decreasing stand-in scores."""
-    if offset != 0 or boxes.device.type != "cpu" or boxes.shape[0] > 1 << 24:
-        return None
-    if _torchvision.ops() is None:
+    if offset != 0 or boxes.shape[0] > 1 << 24 or not _torchvision.use_for("nms", boxes.device):
         return None
     ranked = boxes[order, :4].contiguous()
     stand_in = -torch.arange(boxes.shape[0], dtype=boxes.dtype)
