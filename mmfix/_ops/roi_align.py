@@ -31,7 +31,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from . import _torchvision
+from . import _maps, _torchvision
 
 #: Most window elements (RoIs × channels × window rows × columns) gathered at once.
 WINDOW_BUDGET = 1 << 21
@@ -157,32 +157,9 @@ def _bilinear_axis(t: Tensor, size: int) -> _Samples:
 
 
 def _check(op: str, features: Tensor, rois: Tensor, pooled_height: int, pooled_width: int, pool_mode: int) -> None:
-    if features.dim() != 4:
-        raise ValueError(f"mmcv op `{op}` takes feature maps of shape (N, C, H, W), got {tuple(features.shape)}.")
-    if rois.dim() != 2 or rois.shape[1] != 5:
-        raise ValueError(
-            f"mmcv op `{op}` takes RoIs of shape (K, 5) as (batch_index, x1, y1, x2, y2), got {tuple(rois.shape)}."
-        )
-    if rois.dtype != features.dtype:
-        raise TypeError(
-            f"mmcv op `{op}`: the RoIs ({rois.dtype}) must have the feature maps' dtype ({features.dtype}), as "
-            "mmcv's kernel reads both as one type. Convert the RoIs with `.to(features.dtype)`."
-        )
-    if pooled_height <= 0 or pooled_width <= 0:
-        raise ValueError(f"mmcv op `{op}`: the output size must be positive, got {pooled_height}x{pooled_width}.")
+    _maps.check_rois(op, features, rois, pooled_height, pooled_width)
     if pool_mode not in (0, 1):
         raise ValueError(f"mmcv op `{op}`: pool_mode must be 0 (max) or 1 (avg), got {pool_mode!r}.")
-    if rois.numel() and not bool(torch.isfinite(rois).all()):
-        raise ValueError(
-            f"mmcv op `{op}` got RoIs with NaN or infinite coordinates; mmcv's kernel would read memory at random."
-        )
-    if rois.numel():
-        batch = rois[:, 0].long()
-        if bool((batch < 0).any()) or bool((batch >= features.shape[0]).any()):
-            raise ValueError(
-                f"mmcv op `{op}`: a RoI's batch index (column 0) is outside the {features.shape[0]} feature maps "
-                f"(indices {int(batch.min())}..{int(batch.max())})."
-            )
 
 
 def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -352,17 +329,6 @@ def _window_volume(chunks: list[_Windows], channels: int) -> int:
     return sum(chunk.rois.numel() * chunk.rows * chunk.cols for chunk in chunks) * channels
 
 
-def _channels_last(features: Tensor, dtype: torch.dtype) -> Tensor:
-    """(N, H, W, C) copy of (N, C, H, W) maps, one blocked 2-D transpose per map."""
-    n, c, h, w = features.shape
-    if features.dtype == dtype and features.is_contiguous(memory_format=torch.channels_last):
-        return features.permute(0, 2, 3, 1)
-    out = torch.empty(n, h * w, c, dtype=dtype, device=features.device)
-    for i in range(n):
-        out[i].copy_(features[i].reshape(c, h * w).t())
-    return out.view(n, h, w, c)
-
-
 def _gather_windows_last(features: Tensor, batch: Tensor, y0: Tensor, x0: Tensor, rows: int, cols: int) -> Tensor:
     """(Rc, rows, cols * C) windows of channel-last maps, through a view of every window."""
     n, h, w, c = features.shape
@@ -387,7 +353,7 @@ def _average_forward(input: Tensor, geometry: _Geometry, output: Tensor, ph: int
     # Reading windows from channel-last maps is fast, but costs one copy of the maps: worth it
     # unless the windows hold much less than the maps.
     if _window_volume(chunks, c) * CHANNELS_LAST_GAIN >= input.numel():
-        maps = _channels_last(input, dtype)
+        maps = _maps.channels_last(input, dtype)
         for chunk in chunks:
             rc = chunk.rois.numel()
             window = _gather_windows_last(maps, geometry.batch[chunk.rois], chunk.y0, chunk.x0, chunk.rows, chunk.cols)
@@ -420,7 +386,7 @@ def _max_forward(
 ) -> None:
     n, c, h, w = input.shape
     dtype = geometry.start_h.dtype
-    pixels = _channels_last(input, dtype).reshape(n * h * w, c)
+    pixels = _maps.channels_last(input, dtype).reshape(n * h * w, c)
     samples = geometry.grid_h.clamp(min=0) * geometry.grid_w.clamp(min=0)
     order = torch.argsort(samples)  # RoIs with similar grids together
     step = max(1, MAX_POOL_BUDGET // (c * ph * pw))
