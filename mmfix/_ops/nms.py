@@ -19,6 +19,8 @@ scores later on.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import torch
 from torch import Tensor
@@ -27,8 +29,10 @@ from . import _greedy, _torchvision
 
 #: Soft-NMS methods (mmcv.ops.soft_nms: naive 0, linear 1, gaussian 2).
 SOFT_NMS_METHODS = {0: "naive", 1: "linear", 2: "gaussian"}
-#: Soft-NMS precomputes all pairwise overlaps up to this many boxes (else one row per pick).
+#: Soft-NMS precomputes all pairwise overlaps up to this many boxes (else rows as needed).
 SOFT_NMS_MATRIX_LIMIT = 2048
+#: Soft-NMS considers this many of the best boxes for one round of picks.
+SOFT_NMS_BATCH = 64
 
 
 def _float32(value: float) -> float:
@@ -133,11 +137,121 @@ def softnms(
     threshold = torch.tensor(_float32(iou_threshold), dtype=dtype, device=device)
     sigma_t = torch.tensor(_float32(sigma), dtype=dtype, device=device)
     floor = torch.tensor(_float32(min_score), dtype=dtype, device=device)
-    overlaps = _pairwise_overlaps(cols, offset) if n <= SOFT_NMS_MATRIX_LIMIT else None
+    rule = _SoftRule(cols, None, offset, threshold, sigma_t, int(method))
+    start = scores.to(dtype)
+    result = _soft_nms_in_batches(rule, start, floor)
+    if result is None:
+        # One pick per pass: then all overlaps at once are cheaper than a row per pass.
+        overlaps = _pairwise_overlaps(cols, offset) if n <= SOFT_NMS_MATRIX_LIMIT else None
+        result = _soft_nms_step_by_step(rule._replace(overlaps=overlaps), start, floor)
+    picked, picked_scores = result
+    count = picked.numel()
+    dets[:count, :4] = cols[:4, picked].T
+    dets[:count, 4] = picked_scores
+    return picked
 
+
+class _SoftRule(NamedTuple):
+    """How a picked box rescales the others: the kernel's overlap, then its weight by method."""
+
+    cols: Tensor
+    overlaps: Tensor | None  # all pairs, when small enough
+    offset: int
+    threshold: Tensor
+    sigma: Tensor
+    method: int
+
+    def weights(self, picked: Tensor, others: Tensor) -> Tensor:
+        """(len(picked), len(others)) factors for the others' scores."""
+        if self.overlaps is not None:
+            ovr = self.overlaps[picked[:, None], others[None, :]]
+        else:
+            a = _greedy.Boxes(*(c[:, None] for c in self.cols.index_select(1, picked)))
+            b = _greedy.Boxes(*(c[None, :] for c in self.cols.index_select(1, others)))
+            inter = _greedy._intersection(a, b, self.offset)
+            ovr = inter.div_((a.area + b.area).sub_(inter))
+        return _soft_weight(ovr, self.threshold, self.sigma, self.method)
+
+
+def _soft_nms_in_batches(rule: _SoftRule, scores: Tensor, floor: Tensor) -> tuple[Tensor, Tensor] | None:
+    """Several picks per round where the kernel's order is certain; None where it is not.
+
+    The kernel picks the highest score, rescales the others (by factors <= 1) and drops those
+    below min_score. So the best scores in order, each strictly above the next, are picked one
+    after the other when none of them rescales a later one (its factor on it is exactly 1):
+    their scores do not move and nothing else can rise past them. A round takes the longest
+    such run among the SOFT_NMS_BATCH best, then applies their factors in pick order (the
+    same float multiplications). The kernel's own arrangement of the boxes only breaks ties
+    between equal best scores; at such a tie (or a factor above 1, or NaN) this gives up and
+    the step-by-step version, which keeps that arrangement, answers instead."""
+    if bool(torch.isnan(scores).any()):
+        return None
+    device = scores.device
+    alive = torch.arange(scores.numel(), device=device)
+    current = scores.clone()
+    picks: list[Tensor] = []
+    picked_scores: list[Tensor] = []
+    first_round = True
+    while alive.numel():
+        m = alive.numel()
+        size = min(SOFT_NMS_BATCH, m)
+        top_scores, top = torch.topk(current, min(size + 1, m))
+        candidates = alive[top[:size]]
+        # Candidate b is the next pick when it is strictly above the next score and, from the
+        # second on, no earlier candidate rescales it (and it is not below min_score yet).
+        strict = (
+            top_scores[:size] > top_scores[1:]
+            if m > size
+            else torch.cat([top_scores[:-1] > top_scores[1:], torch.ones(1, dtype=torch.bool, device=device)])
+        )
+        among = rule.weights(candidates, candidates)
+        rescaled = (torch.triu(among != 1, diagonal=1)).any(0)
+        ready = strict & ~rescaled
+        if first_round:
+            ready &= ~(top_scores[:size] < floor)
+        ready[0] = strict[0]
+        blocked = (~ready).nonzero()
+        run = int(blocked[0, 0]) if blocked.numel() else size
+        if run == 0:
+            return None  # a tie for the best score: the kernel's arrangement decides
+        chosen = candidates[:run]
+        factors = rule.weights(chosen, alive)
+        if bool((factors > 1).any()) or bool(torch.isnan(factors).any()):
+            return None
+        current = _rescale_in_order(current, factors)
+        picks.append(chosen)
+        picked_scores.append(top_scores[:run])
+        stays = ~(current < floor)
+        stays[top[:run]] = False
+        alive, current = alive[stays], current[stays]
+        first_round = False
+    return torch.cat(picks), torch.cat(picked_scores)
+
+
+def _rescale_in_order(scores: Tensor, factors: Tensor) -> Tensor:
+    """scores * factors[0] * factors[1] * …, multiplied in that order as the kernel does.
+
+    Multiplying by 1 is exact, so where at most one factor differs from 1 one multiplication
+    by the smallest factor gives the same float; only the other scores go row by row."""
+    differs = factors != 1
+    result = scores * factors.amin(0)
+    several = differs.sum(0) > 1
+    if bool(several.any()):
+        columns = several.nonzero().squeeze(1)
+        part = scores[columns]
+        for row in differs[:, columns].any(1).nonzero().squeeze(1).tolist():
+            part = part * factors[row, columns]
+        result[columns] = part
+    return result
+
+
+def _soft_nms_step_by_step(rule: _SoftRule, scores: Tensor, floor: Tensor) -> tuple[Tensor, Tensor]:
+    """The kernel's loop, one pick per pass, keeping its arrangement of the boxes."""
+    n = scores.numel()
+    device = scores.device
     # The kernel's arrays, in its current arrangement: which box sits at each position, its score.
     where = torch.arange(n, device=device)
-    score = scores.to(dtype).clone()
+    score = scores.clone()
     count = n
     i = 0
     while i < count:
@@ -146,14 +260,9 @@ def softnms(
         if pick != i:
             where[[i, pick]] = where[[pick, i]]
             score[[i, pick]] = score[[pick, i]]
-        chosen = where[i]
         rest = where[i + 1 : count]
         if rest.numel():
-            if overlaps is not None:
-                ovr = overlaps[chosen, rest]
-            else:
-                ovr = _overlaps(cols, chosen, rest, offset)
-            rescaled = score[i + 1 : count] * _soft_weight(ovr, threshold, sigma_t, int(method))
+            rescaled = score[i + 1 : count] * rule.weights(where[i : i + 1], rest)[0]
             score[i + 1 : count] = rescaled
             stays = ~(rescaled < floor)
             if not bool(stays.all()):
@@ -162,10 +271,7 @@ def softnms(
                 score[i + 1 : i + 1 + arrangement.numel()] = rescaled[arrangement]
                 count = i + 1 + arrangement.numel()
         i += 1
-    picked = where[:count]
-    dets[:count, :4] = cols[:4, picked].T
-    dets[:count, 4] = score[:count]
-    return picked
+    return where[:count], score[:count]
 
 
 def _first_max(values: Tensor) -> int:
@@ -206,13 +312,6 @@ def _drop_by_swapping_with_last(stays: Tensor) -> Tensor:
 def _pairwise_overlaps(cols: Tensor, offset: int) -> Tensor:
     a = _greedy.Boxes(*(c[:, None] for c in cols))
     b = _greedy.Boxes(*(c[None, :] for c in cols))
-    inter = _greedy._intersection(a, b, offset)
-    return inter.div_((a.area + b.area).sub_(inter))
-
-
-def _overlaps(cols: Tensor, chosen: Tensor, rest: Tensor, offset: int) -> Tensor:
-    a = _greedy.Boxes(*cols[:, chosen].unbind(0))
-    b = _greedy.Boxes(*cols[:, rest].unbind(0))
     inter = _greedy._intersection(a, b, offset)
     return inter.div_((a.area + b.area).sub_(inter))
 

@@ -153,25 +153,37 @@ def test_softnms_as_compiled(compiled_ext, mmfix_ext, n, ties, method, threshold
     assert torch.equal(args[2][inds.numel() :], torch.zeros(n - inds.numel(), 5))
 
 
-def test_softnms_without_the_overlap_matrix(compiled_ext, mmfix_ext, monkeypatch):
-    monkeypatch.setattr(nms_module, "SOFT_NMS_MATRIX_LIMIT", 10)
-    boxes, scores, _ = detections(200, objects=6, ties=True, seed=5)
-    for method in (0, 1, 2):
-        assert_same_call(
-            mmfix_ext,
-            compiled_ext,
-            "softnms",
-            boxes,
-            scores,
-            torch.zeros(200, 5),
-            iou_threshold=0.4,
-            sigma=0.5,
-            min_score=0.05,
-            method=method,
-            offset=0,
-            rtol=1e-6,
-            atol=1e-7,
-        )
+@pytest.mark.parametrize(
+    "setting",
+    [
+        {"SOFT_NMS_BATCH": 3},  # many short rounds of picks
+        {"_soft_nms_in_batches": lambda *args: None},  # one pick per pass, with the overlap matrix
+        {"_soft_nms_in_batches": lambda *args: None, "SOFT_NMS_MATRIX_LIMIT": 10},  # and without it
+    ],
+    ids=["small-rounds", "step-by-step", "step-by-step-rows"],
+)
+def test_both_soft_nms_paths(compiled_ext, mmfix_ext, monkeypatch, setting):
+    for name, value in setting.items():
+        monkeypatch.setattr(nms_module, name, value)
+    for ties in (False, True):
+        boxes, scores, labels = detections(200, objects=6, classes=3, ties=ties, seed=5)
+        boxes = class_offset(boxes, labels)
+        for method in (0, 1, 2):
+            assert_same_call(
+                mmfix_ext,
+                compiled_ext,
+                "softnms",
+                boxes,
+                scores,
+                torch.zeros(200, 5),
+                iou_threshold=0.4,
+                sigma=0.5,
+                min_score=0.05,
+                method=method,
+                offset=0,
+                rtol=1e-6,
+                atol=1e-7,
+            )
 
 
 # --- randomised small cases (hypothesis) -----------------------------------------------------
