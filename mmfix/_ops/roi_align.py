@@ -42,7 +42,7 @@ WINDOW_STEP = 1.25
 #: Most sample rows (per RoI and bin) computed at once when building the weights.
 SAMPLE_CHUNK = 64
 #: Most output values evaluated at once in max pooling (RoIs × channels × bins).
-MAX_POOL_BUDGET = 1 << 20
+MAX_POOL_BUDGET = 1 << 18
 
 
 class _Kernel(NamedTuple):
@@ -571,6 +571,24 @@ def _max_backward(grad_output: Tensor, rois: Tensor, argmax_y: Tensor, argmax_x:
     """Each output value's gradient goes to the four pixels around its winning sample."""
     _, c, h, w = grad_input.shape
     dtype = _compute_dtype(grad_input.dtype)
+    direct = grad_input.is_contiguous() and grad_input.dtype == dtype
+    target = grad_input.view(-1) if direct else torch.zeros(grad_input.numel(), dtype=dtype, device=grad_input.device)
+    r = rois.shape[0]
+    step = max(1, MAX_POOL_BUDGET // (c * argmax_y[0].numel() // c))
+    for begin in range(0, r, step):
+        end = min(begin + step, r)
+        at, values = _max_backward_chunk(
+            grad_output[begin:end], rois[begin:end], argmax_y[begin:end], argmax_x[begin:end], c, h, w, dtype
+        )
+        target.scatter_add_(0, at, values)
+    if not direct:
+        grad_input.add_(target.view(grad_input.shape).to(grad_input.dtype))
+
+
+def _max_backward_chunk(
+    grad_output: Tensor, rois: Tensor, argmax_y: Tensor, argmax_x: Tensor, c: int, h: int, w: int, dtype: torch.dtype
+) -> tuple[Tensor, Tensor]:
+    """Flat pixel indices and gradient shares for a chunk of RoIs (four per output value)."""
     r = rois.shape[0]
     y = argmax_y.to(dtype).reshape(r, c, -1)
     x = argmax_x.to(dtype).reshape(r, c, -1)
@@ -581,7 +599,7 @@ def _max_backward(grad_output: Tensor, rois: Tensor, argmax_y: Tensor, argmax_x:
     corner = torch.where(live, plane[:, :, None] + sy.low * w + sx.low, 0)
     down = torch.where(live, (sy.high - sy.low) * w, 0)
     right = torch.where(live, sx.high - sx.low, 0)
-    zero = torch.zeros((), dtype=dtype, device=grad_input.device)
+    zero = torch.zeros((), dtype=dtype, device=rois.device)
     # The four pixels of one value side by side (nearby in memory); dead entries add zero at pixel 0.
     at = torch.stack([corner, corner + right, corner + down, corner + down + right], -1).view(-1)
     # The kernel's g1 = grad * w1 with w1 = hy * hx, and so on.
@@ -594,14 +612,4 @@ def _max_backward(grad_output: Tensor, rois: Tensor, argmax_y: Tensor, argmax_x:
         ],
         -1,
     ).view(-1)
-    _scatter_into(grad_input, at, values)
-
-
-def _scatter_into(grad_input: Tensor, at: Tensor, values: Tensor) -> None:
-    """grad_input.view(-1)[at] += values (repeated indices add up)."""
-    if grad_input.is_contiguous() and grad_input.dtype == values.dtype:
-        grad_input.view(-1).scatter_add_(0, at, values)
-        return
-    flat = torch.zeros(grad_input.numel(), dtype=values.dtype, device=values.device)
-    flat.scatter_add_(0, at, values)
-    grad_input.add_(flat.view(grad_input.shape).to(grad_input.dtype))
+    return at, values
