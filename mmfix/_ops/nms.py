@@ -27,6 +27,9 @@ from torch import Tensor
 
 from . import _greedy, _torchvision
 
+#: Up to this many boxes, nms on the CPU goes to torchvision's kernel where it loads
+#: (benchmarks/ops_torchvision.py).
+TORCHVISION_NMS_MAX_BOXES = 2000
 #: Soft-NMS methods (mmcv.ops.soft_nms: naive 0, linear 1, gaussian 2).
 SOFT_NMS_METHODS = {0: "naive", 1: "linear", 2: "gaussian"}
 #: Soft-NMS precomputes all pairwise overlaps up to this many boxes (else rows as needed).
@@ -97,8 +100,10 @@ def nms(boxes: Tensor, scores: Tensor, iou_threshold: float, offset: int) -> Ten
 def _torchvision_nms(boxes: Tensor, order: Tensor, threshold: float, offset: int) -> Tensor | None:
     """torchvision's CPU kernel, where it decides exactly as mmcv's: offset 0, the same
     division, a double threshold equal to mmcv's float one. It sorts by its own call, so it
-    gets boxes already in mmcv's order, with strictly decreasing stand-in scores."""
-    if offset != 0 or boxes.shape[0] > 1 << 24 or not _torchvision.use_for("nms", boxes.device):
+    gets boxes already in mmcv's order, with strictly decreasing stand-in scores. Its loop
+    (mmcv's, in C++) is the faster one for up to TORCHVISION_NMS_MAX_BOXES boxes; beyond,
+    the work it spends on boxes far apart (other classes, other levels) outgrows mmfix's."""
+    if offset != 0 or boxes.shape[0] > TORCHVISION_NMS_MAX_BOXES or not _torchvision.use_for("nms", boxes.device):
         return None
     ranked = boxes[order, :4].contiguous()
     stand_in = -torch.arange(boxes.shape[0], dtype=boxes.dtype)

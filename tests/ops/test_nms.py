@@ -345,6 +345,7 @@ def torchvision_ops(monkeypatch):
 @pytest.mark.parametrize(("n", "classes", "ties"), [(5, 1, True), (700, 1, True), (3000, 40, False)])
 @pytest.mark.parametrize("threshold", [0.0, 0.3, 0.5, 0.7, 1 / 3, 0.1 + 0.2])
 def test_torchvision_nms_keeps_what_the_pure_path_keeps(torchvision_ops, monkeypatch, n, classes, ties, threshold):
+    monkeypatch.setattr(nms_module, "TORCHVISION_NMS_MAX_BOXES", 1 << 24)
     boxes, scores, labels = detections(n, objects=20, classes=classes, ties=ties, seed=n)
     boxes = class_offset(boxes, labels)
     fast = nms_module.nms(boxes, scores, threshold, 0)
