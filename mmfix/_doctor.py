@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import os
 import platform
 import sys
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from . import __version__, _settings
@@ -40,10 +43,16 @@ _SLURM_VARS = (
 
 
 def _version(dist: str) -> str | None:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
+    # mmcv is installed as mmcv, mmcv-lite (no compiled ops) or mmcv-full (1.x): one import name
+    for name in _DIST_NAMES.get(dist, (dist,)):
+        try:
+            return metadata.version(name) + ("" if name == dist else f" ({name})")
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+_DIST_NAMES = {"mmcv": ("mmcv", "mmcv-lite", "mmcv-full")}
 
 
 def _parse(version: str | None) -> tuple[int, ...]:
@@ -69,10 +78,10 @@ def known_problems(versions: dict[str, str | None], cuda_available: bool) -> lis
             f"torch {versions['torch']} loads with weights_only=True and mmengine {versions['mmengine']} checkpoints "
             "hold a HistoryBuffer: resume fails without mmfix (mmfix's torch_load patch fixes it safely)."
         )
-    if mmdet_v and mmdet_v[0] == 3 and mmcv_v and not ((2, 0) <= mmcv_v < (2, 2)):
+    if mmdet_v and mmdet_v[0] == 3 and mmcv_v and not ((2, 0) <= mmcv_v < (2, 3)):
         problems.append(
             f"mmdet {versions['mmdet']} asserts mmcv>=2.0.0rc4,<2.2.0 but mmcv {versions['mmcv']} "
-            "is installed: `import mmdet` fails."
+            "is installed: `import mmdet` fails (mmfix accepts mmcv 2.2 only)."
         )
     if mmdet_v and mmdet_v[0] == 2 and torch_v >= (2,):
         problems.append(
@@ -133,7 +142,52 @@ def collect() -> dict[str, Any]:
     # patches say whether they apply); new_python: what `python train.py` gets from this shell.
     report["mmfix"].update(status=mmfix.status(), new_python=new_python())
     report["known_problems"] = known_problems(report["packages"], bool(torch_info.get("cuda_available")))
+    report["mmcv_ops"] = mmcv_ops_report()
+    report["relaxed_bounds"] = relaxed_bounds()
     return report
+
+
+def mmcv_ops_report() -> dict[str, Any]:
+    """Which kernels back mmcv's ops here, per op family: compiled mmcv's, or mmfix's."""
+    from ._ops import _ext, _table, _torchvision
+    from ._patches import mmcv_ops
+
+    try:
+        import mmcv.ops  # noqa: F401  (imports mmcv._ext: compiled, or mmfix's stand-in)
+    except Exception as exc:
+        return {"provider": None, "error": f"{type(exc).__name__}: {exc}", "families": {}}
+    provider, failure = mmcv_ops.provider()
+    families: dict[str, str] = {}
+    for name, family in _table.EXT_FUNCTIONS.items():
+        key = family
+        if family.startswith("_"):  # build information, not an op
+            continue
+        if provider == "compiled":
+            families[key] = "compiled mmcv"
+        elif _ext.implementation(name)[1] is None:
+            families.setdefault(key, "not available (an error naming the op if a model calls it)")
+        else:
+            module = importlib.import_module(f"mmfix._ops.{family}")
+            fast = getattr(module, "TORCHVISION_FAST_PATH", False) and _torchvision.ops() is not None
+            families[key] = "mmfix, torchvision's kernels" if fast else "mmfix, PyTorch"
+    return {"provider": provider, "compiled_failure": failure, "families": families}
+
+
+def relaxed_bounds() -> dict[str, str]:
+    """Toolboxes whose assert on mmcv's version mmfix would raise here (without importing them)."""
+    from ._patches import mmcv_bound
+
+    found = {}
+    mmcv_version = mmcv_bound.installed_mmcv_version()
+    for bound in mmcv_bound.BOUNDS:
+        try:
+            spec = importlib.util.find_spec(bound.package)
+            source = Path(spec.origin).read_text() if spec is not None and spec.origin else ""
+        except (ImportError, OSError, ValueError):
+            continue
+        if mmcv_bound.needs_relaxing(bound.package, source, mmcv_version):
+            found[bound.package] = f"accepts mmcv {mmcv_version} (its own bound: mmcv < 2.2.0)"
+    return found
 
 
 def format_report(report: dict[str, Any]) -> str:
@@ -175,6 +229,24 @@ def format_report(report: dict[str, Any]) -> str:
         lines.append(f"  - {name}: {info['state']} ({info['reason']})")
     if env["mmfix_variables"]:
         lines.append("- MMFIX_* set: " + ", ".join(f"{k}={v}" for k, v in env["mmfix_variables"].items()))
+    ops = report.get("mmcv_ops") or {}
+    lines += ["", "## mmcv ops"]
+    if ops.get("error"):
+        lines.append(f"- mmcv.ops cannot be imported: {ops['error']}")
+    elif ops.get("provider") == "compiled":
+        lines.append("- compiled mmcv ops (mmcv._ext) are in use for every op family")
+    else:
+        if ops.get("compiled_failure"):
+            lines.append(f"- mmcv's compiled ops failed to load ({ops['compiled_failure']}); mmfix's are used")
+        else:
+            lines.append("- no compiled mmcv ops here (mmcv-lite): mmfix supplies mmcv._ext in PyTorch")
+        by_kind: dict[str, list[str]] = {}
+        for family, kind in ops.get("families", {}).items():
+            by_kind.setdefault(kind, []).append(family)
+        for kind, names in by_kind.items():
+            lines.append(f"- {kind}: {', '.join(sorted(names))}")
+    for package, what in (report.get("relaxed_bounds") or {}).items():
+        lines.append(f"- {package} {what}: mmfix raises that bound in memory (patch mmcv_bound)")
     lines += ["", "## Known problems"]
     lines += [f"- {p}" for p in report["known_problems"]] or ["- none found"]
     return "\n".join(lines)

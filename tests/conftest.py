@@ -7,11 +7,18 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 # The test process itself stays stock: tests that need mmfix active start a
 # subprocess or apply a patch explicitly. Subprocesses get clean_env(), which
 # drops every MMFIX_* variable again.
 os.environ["MMFIX_DISABLE"] = "1"
+
+# Hypothesis draws the same examples on every run (derandomize): a suite that passes once passes
+# again, and CI never turns red on a draw. HYPOTHESIS_PROFILE=explore draws new ones to hunt bugs.
+settings.register_profile("suite", derandomize=True, database=None)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "suite"))
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"

@@ -79,8 +79,6 @@ def unavailable(name: str, why: str | None = None) -> Callable[..., Any]:
 def implementation(name: str) -> tuple[Callable[..., Any], str | None]:
     """The function for one extension name, and its family (None for a stub)."""
     family = EXT_FUNCTIONS[name]
-    if family is None:
-        return unavailable(name), None
     try:
         module = importlib.import_module(f"{__package__}.{family}")
     except ModuleNotFoundError as exc:

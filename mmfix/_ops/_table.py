@@ -1,13 +1,14 @@
 """Every function of mmcv's compiled extension, and the family module that implements it.
 
-One row per name (mmcv 2.1.0 and 2.2.0 load the same 112). The value is the module
-of ``mmfix._ops`` whose function of the same name implements it, or None where
-mmfix has no implementation; ``UNAVAILABLE_HINTS`` then says what to use instead.
+One row per name (mmcv 2.1.0 and 2.2.0 load the same 112). The value is the op family:
+the module of ``mmfix._ops`` whose function of the same name implements it. A family
+without a module (``sparse_conv``) or a module without the function is unavailable;
+``UNAVAILABLE_HINTS`` then says what to use instead.
 """
 
 from __future__ import annotations
 
-EXT_FUNCTIONS: dict[str, str | None] = {
+EXT_FUNCTIONS: dict[str, str] = {
     # boxes
     "nms": "nms",
     "softnms": "nms",
@@ -117,16 +118,16 @@ EXT_FUNCTIONS: dict[str, str | None] = {
     "chamfer_distance_forward": "chamfer_distance",
     "chamfer_distance_backward": "chamfer_distance",
     # 3D: sparse convolution (spconv's algorithm; mmcv's own copy of it)
-    "get_indice_pairs_2d_forward": None,
-    "get_indice_pairs_3d_forward": None,
-    "get_indice_pairs_4d_forward": None,
-    "get_indice_pairs_2d_backward": None,
-    "get_indice_pairs_3d_backward": None,
-    "indice_conv_forward": None,
-    "indice_conv_backward": None,
-    "fused_indice_conv_forward": None,
-    "indice_maxpool_forward": None,
-    "indice_maxpool_backward": None,
+    "get_indice_pairs_2d_forward": "sparse_conv",
+    "get_indice_pairs_3d_forward": "sparse_conv",
+    "get_indice_pairs_4d_forward": "sparse_conv",
+    "get_indice_pairs_2d_backward": "sparse_conv",
+    "get_indice_pairs_3d_backward": "sparse_conv",
+    "indice_conv_forward": "sparse_conv",
+    "indice_conv_backward": "sparse_conv",
+    "fused_indice_conv_forward": "sparse_conv",
+    "indice_maxpool_forward": "sparse_conv",
+    "indice_maxpool_backward": "sparse_conv",
     # build information
     "get_compiler_version": "_build_info",
     "get_compiling_cuda_version": "_build_info",

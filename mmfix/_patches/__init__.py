@@ -101,6 +101,16 @@ PATCHES: dict[str, Patch] = {
             "without compiled mmcv ops (mmcv-lite), mmcv._ext is supplied by mmfix's PyTorch ops; compiled ops win",
         ),
         Patch(
+            "mmengine_packages",
+            "mmengine.utils.package_utils",
+            "MMEngine's package helpers (mmdet:: config bases, hub, registry lookups) work without pkg_resources",
+        ),
+        Patch(
+            "mmcv_bound",
+            "sys",
+            "MMDetection 3.3, MMSegmentation 1.2 and MMDetection3D 1.4 accept mmcv 2.2 (bound raised in memory)",
+        ),
+        Patch(
             "worker_errors",
             "torch",
             "a torchrun worker's uncaught exception is recorded so torchrun's summary names the rank and the error",
