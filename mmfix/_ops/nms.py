@@ -30,6 +30,8 @@ from . import _greedy, _torchvision
 #: Up to this many boxes, nms on the CPU goes to torchvision's kernel where it loads
 #: (benchmarks/ops_torchvision.py).
 TORCHVISION_NMS_MAX_BOXES = 2000
+#: For `mmfix doctor`: this family uses torchvision's kernels where they load (nms, on the CPU).
+TORCHVISION_FAST_PATH = True
 #: Soft-NMS methods (mmcv.ops.soft_nms: naive 0, linear 1, gaussian 2).
 SOFT_NMS_METHODS = {0: "naive", 1: "linear", 2: "gaussian"}
 #: Soft-NMS precomputes all pairwise overlaps up to this many boxes (else rows as needed).

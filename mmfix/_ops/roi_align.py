@@ -45,6 +45,11 @@ SAMPLE_CHUNK = 64
 MAX_POOL_BUDGET = 1 << 18
 
 
+#: For `mmfix doctor`: on the CPU this family is mmfix's own code (faster there than torchvision's
+#: kernel); only CUDA tensors go to torchvision's roi_align (``_torchvision.FAST_PATHS``).
+TORCHVISION_FAST_PATH = False
+
+
 class _Kernel(NamedTuple):
     max_start: float  # what max pooling starts from (an empty grid outputs it)
     checks_negative_size: bool  # AT_ASSERTM in the CPU kernel for aligned RoIs of negative size
