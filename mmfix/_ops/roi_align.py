@@ -39,6 +39,9 @@ WINDOW_BUDGET = 1 << 21
 CHANNELS_LAST_GAIN = 8
 #: RoIs whose windows differ by less than this factor per axis share a padded window size.
 WINDOW_STEP = 1.25
+#: Neighbouring window sizes share a chunk while the padded windows hold at most this many
+#: times the values of the windows themselves.
+WINDOW_WASTE = 1.5
 #: Most sample rows (per RoI and bin) computed at once when building the weights.
 SAMPLE_CHUNK = 64
 #: Most output values evaluated at once in max pooling (RoIs × channels × bins).
@@ -267,8 +270,11 @@ def _last_sample(start: Tensor, bin_size: Tensor, grid: Tensor, bins: int) -> Te
 
 
 def _windows(geometry: _Geometry, height: int, width: int, ph: int, pw: int, channels: int) -> list[_Windows]:
-    """Chunks of RoIs with similar windows (sizes within a factor WINDOW_STEP per axis), each
-    within WINDOW_BUDGET, with their weights."""
+    """Chunks of RoIs with similar windows, each within WINDOW_BUDGET, with their weights.
+
+    RoIs are grouped by window size (classes a factor WINDOW_STEP apart per axis); classes next
+    to each other share a chunk (padded to its largest window) while the padding stays below
+    WINDOW_WASTE, so few RoIs cost few chunks and many RoIs little padding."""
     y_lo, y_hi = _extent(geometry.start_h, geometry.bin_h, geometry.grid_h, ph, height)
     x_lo, x_hi = _extent(geometry.start_w, geometry.bin_w, geometry.grid_w, pw, width)
     empty = (geometry.grid_h <= 0) | (geometry.grid_w <= 0)
@@ -280,12 +286,27 @@ def _windows(geometry: _Geometry, height: int, width: int, ph: int, pw: int, cha
     sizes = torch.bincount(members, minlength=classes.numel())
     most_rows = torch.zeros_like(sizes).scatter_reduce_(0, members, rows, reduce="amax")
     most_cols = torch.zeros_like(sizes).scatter_reduce_(0, members, cols, reduce="amax")
+    areas = torch.zeros_like(sizes).scatter_add_(0, members, rows * cols)
+    groups: list[tuple[int, int, int, int]] = []  # (first member, count, rows, cols)
+    begin = count = span_y = span_x = area = 0
+    for size, class_rows, class_cols, class_area in zip(
+        sizes.tolist(), most_rows.tolist(), most_cols.tolist(), areas.tolist()
+    ):
+        wider_y, wider_x = max(span_y, class_rows), max(span_x, class_cols)
+        padded = (count + size) * wider_y * wider_x
+        if count and (padded * channels > WINDOW_BUDGET or padded > WINDOW_WASTE * (area + class_area)):
+            groups.append((begin, count, span_y, span_x))
+            begin, count, span_y, span_x, area = begin + count, 0, class_rows, class_cols, 0
+        else:
+            span_y, span_x = wider_y, wider_x
+        count += size
+        area += class_area
+    groups.append((begin, count, span_y, span_x))
     chunks: list[_Windows] = []
-    begin = 0
-    for size, span_y, span_x in zip(sizes.tolist(), most_rows.tolist(), most_cols.tolist()):
+    for begin, count, span_y, span_x in groups:
         step = max(1, WINDOW_BUDGET // (channels * span_y * span_x))
-        for first in range(begin, begin + size, step):
-            index = order[first : min(first + step, begin + size)]
+        for first in range(begin, begin + count, step):
+            index = order[first : min(first + step, begin + count)]
             y0 = y_lo[index].clamp(max=height - span_y)
             x0 = x_lo[index].clamp(max=width - span_x)
             weight_y = _axis_weights(
@@ -296,7 +317,6 @@ def _windows(geometry: _Geometry, height: int, width: int, ph: int, pw: int, cha
             )
             weight_y /= geometry.divisor[index][:, None, None]
             chunks.append(_Windows(index, y0, x0, span_y, span_x, weight_y, weight_x))
-        begin += size
     return chunks
 
 

@@ -50,8 +50,8 @@ def test_nms_keeps_what_compiled_keeps(compiled_ext, mmfix_ext, n, objects, clas
     [
         {"SPARSE_PREFERENCE": 0.0},  # dense blocks only
         {"SPARSE_PREFERENCE": 1e9},  # candidate pairs whenever allowed
-        {"BLOCK": 8, "PAIR_BUDGET": 64},  # many blocks, many chunks of pairs
-        {"SPARSE_PREFERENCE": 1e9, "PAIR_BUDGET": 50, "ROUNDS_BEFORE_WALK": 1},  # the box-by-box walk
+        {"BLOCK": 16, "PAIR_BUDGET": 64},  # many blocks, many chunks of pairs
+        {"SPARSE_PREFERENCE": 1e9, "PAIR_BUDGET": 500, "ROUNDS_BEFORE_WALK": 1},  # the box-by-box walk
         {"SPARSE_PREFERENCE": 1e9, "EDGE_CAP": 10},  # too many edges: dense steps first
     ],
     ids=["dense", "sparse", "small-chunks", "walk", "edge-cap"],
@@ -61,7 +61,7 @@ def test_every_path_of_the_greedy_pass(compiled_ext, mmfix_ext, monkeypatch, set
     for name, value in setting.items():
         monkeypatch.setattr(_greedy, name, value)
     for seed, classes in [(1, 1), (2, 4)]:
-        boxes, scores, labels = detections(700, objects=15, classes=classes, seed=seed, ties=seed == 2)
+        boxes, scores, labels = detections(300, objects=8, classes=classes, seed=seed, ties=seed == 2)
         boxes = class_offset(boxes, labels)
         for offset in (0, 1):
             assert_same_call(mmfix_ext, compiled_ext, "nms", boxes, scores, iou_threshold=threshold, offset=offset)
@@ -200,7 +200,7 @@ def _small_boxes(draw):
     return boxes, torch.tensor(scores, dtype=torch.float32) / 4
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(sample=_small_boxes(), threshold=st.sampled_from([0.0, 0.25, 1 / 3, 0.5, 0.6]), offset=st.sampled_from([0, 1]))
 def test_small_random_boxes(compiled_ext, mmfix_ext, sample, threshold, offset):
     boxes, scores = sample
