@@ -11,10 +11,11 @@ The keep lists are those of the compiled kernels, element for element:
   added to widths and heights, and ``>=`` where nms_match uses it;
 * the greedy pass itself is ``_greedy.solve``.
 
-Soft-NMS is sequential by nature (each pick rescales the scores the next pick compares);
-it runs the kernel's loop with one pass of tensor operations per picked box, including the
-kernel's way of dropping boxes (swap with the last), which decides ties between equal
-scores later on.
+Soft-NMS is sequential by nature (each pick rescales the scores the next pick compares).
+Rounds of tensor operations take every pick whose place in the kernel's order is certain
+(``_soft_nms_in_batches``); where equal scores tie for the best, the kernel's arrangement of
+the boxes (it drops a box by moving the last one into its place) decides, and the kernel's
+loop is replayed pick by pick, arrangement included (``_soft_nms_step_by_step``).
 """
 
 from __future__ import annotations
@@ -32,8 +33,6 @@ from . import _greedy, _torchvision
 TORCHVISION_NMS_MAX_BOXES = 2000
 #: For `mmfix doctor`: this family uses torchvision's kernels where they load (nms, on the CPU).
 TORCHVISION_FAST_PATH = True
-#: Soft-NMS methods (mmcv.ops.soft_nms: naive 0, linear 1, gaussian 2).
-SOFT_NMS_METHODS = {0: "naive", 1: "linear", 2: "gaussian"}
 #: Soft-NMS precomputes all pairwise overlaps up to this many boxes (else rows as needed).
 SOFT_NMS_MATRIX_LIMIT = 2048
 #: Soft-NMS considers this many of the best boxes for one round of picks.
@@ -290,15 +289,29 @@ def _first_max(values: Tensor) -> int:
     return int(torch.argmax(finite))
 
 
+def _naive_weight(ovr: Tensor, threshold: Tensor, sigma: Tensor) -> Tensor:
+    return torch.where(ovr >= threshold, 0.0, 1.0).to(ovr.dtype)  # drop what overlaps the threshold or more
+
+
+def _linear_weight(ovr: Tensor, threshold: Tensor, sigma: Tensor) -> Tensor:
+    return torch.where(ovr >= threshold, 1 - ovr, torch.ones_like(ovr))
+
+
+def _gaussian_weight(ovr: Tensor, threshold: Tensor, sigma: Tensor) -> Tensor:
+    # exp(-ovr² / sigma): the exponent in float32 as the kernel computes it; exp in float64
+    # rounded once, which is what glibc's expf gives but for rare last-bit differences.
+    exponent = (-(ovr * ovr)) / sigma
+    return exponent.double().exp().to(ovr.dtype)
+
+
+#: Soft-NMS methods as mmcv numbers them (mmcv.ops.soft_nms: naive, linear, gaussian); the
+#: kernel leaves the scores unchanged for any other number.
+SOFT_NMS_WEIGHTS = {0: _naive_weight, 1: _linear_weight, 2: _gaussian_weight}
+
+
 def _soft_weight(ovr: Tensor, threshold: Tensor, sigma: Tensor, method: int) -> Tensor:
-    if method == 0:  # naive: drop what overlaps at least the threshold
-        return torch.where(ovr >= threshold, 0.0, 1.0).to(ovr.dtype)
-    if method == 1:  # linear: 1 - overlap from the threshold on
-        return torch.where(ovr >= threshold, 1 - ovr, torch.ones_like(ovr))
-    if method == 2:  # gaussian: exp(-overlap² / sigma), in float32 as std::exp(float) rounds
-        exponent = (-(ovr * ovr)) / sigma
-        return exponent.double().exp().to(ovr.dtype)
-    return torch.ones_like(ovr)  # the kernel leaves the scores as they are for other methods
+    weight = SOFT_NMS_WEIGHTS.get(method)
+    return weight(ovr, threshold, sigma) if weight is not None else torch.ones_like(ovr)
 
 
 def _drop_by_swapping_with_last(stays: Tensor) -> Tensor:
