@@ -18,6 +18,7 @@ The backward pass adds each output's gradient to its argmax pixel.
 
 from __future__ import annotations
 
+import bisect
 from typing import NamedTuple
 
 import torch
@@ -25,8 +26,8 @@ from torch import Tensor
 
 from . import _maps
 
-#: Most output values (RoIs × bins × channels) compared at once.
-POOL_BUDGET = 1 << 20
+#: Most values (RoIs × bins × channels × pixels of a bin row) read at once.
+POOL_BUDGET = 1 << 21
 _FLT_MAX = 3.4028234663852886e38
 
 
@@ -99,47 +100,77 @@ def roi_pool_forward(
         )
     if rois.shape[0] == 0:
         return
-    n, c, h, w = input.shape
+    _, c, h, w = input.shape
     dtype = torch.float32 if input.dtype in (torch.float16, torch.bfloat16) else input.dtype
     bins = _bins(rois, dtype, ph, pw, float(spatial_scale), h, w)
     pooled = (~bins.skipped).nonzero().squeeze(1)
     if not pooled.numel():
         return
-    pixels = _maps.channels_last(input, dtype).reshape(n * h * w, c)
+    pixels = _pixel_table(input, dtype)
     batch = rois[:, 0].long()
-    extent = (bins.y2 - bins.y1).amax(1).clamp(min=0) * (bins.x2 - bins.x1).amax(1).clamp(min=0)
+    widest = (bins.x2 - bins.x1).amax(1).clamp(min=1)
+    extent = (bins.y2 - bins.y1).amax(1).clamp(min=0) * widest
     order = pooled[torch.argsort(extent[pooled])]  # RoIs with similar bins together
-    step = max(1, POOL_BUDGET // (ph * pw * c))
-    for begin in range(0, order.numel(), step):
-        index = order[begin : begin + step]
+    # Chunks within POOL_BUDGET values (each RoI: its bins times its widest bin's pixels).
+    spent = ((ph * pw * c) * widest[order]).cumsum(0).tolist()
+    begin = 0
+    while begin < len(spent):
+        before = spent[begin - 1] if begin else 0
+        end = max(bisect.bisect_right(spent, before + POOL_BUDGET), begin + 1)
+        index = order[begin:end]
         best, best_at = _pool_chunk(pixels, batch[index], bins, index, h, w, ph, pw)
         output.index_copy_(0, index, best.permute(0, 3, 1, 2).to(output.dtype))
         argmax.index_copy_(0, index, best_at.permute(0, 3, 1, 2).to(argmax.dtype))
+        begin = end
+
+
+def _pixel_table(input: Tensor, dtype: torch.dtype) -> Tensor:
+    """(N * H * W + 1, C): each pixel's channels, then a row of -inf that bins read outside.
+
+    The kernel's ``value > max`` never picks a NaN: NaN is stored as -inf (never picked either)."""
+    n, c, h, w = input.shape
+    table = torch.empty(n * h * w + 1, c, dtype=dtype, device=input.device)
+    planes = table[:-1].view(n, h * w, c)
+    for i in range(n):
+        planes[i].copy_(input[i].reshape(c, h * w).t())
+    table[-1] = float("-inf")
+    if bool(torch.isnan(planes).any()):
+        torch.nan_to_num(planes, nan=float("-inf"), posinf=float("inf"), neginf=float("-inf"), out=planes)
+    return table
 
 
 def _pool_chunk(
     pixels: Tensor, batch: Tensor, bins: _Bins, index: Tensor, h: int, w: int, ph: int, pw: int
 ) -> tuple[Tensor, Tensor]:
-    """(rc, PH, PW, C) maxima and their pixel indices, scanning each bin row by row."""
+    """(rc, PH, PW, C) maxima and their pixel indices: bins row by row, each row's pixels at once.
+
+    torch's max gives the first of equal maxima within a row, a strict comparison keeps the
+    earlier row: the kernel's first maximum in row-major order. What no pixel beats stays at
+    the kernel's start: -FLT_MAX with argmax -1, or 0 for an empty bin."""
     rc, c = index.numel(), pixels.shape[1]
+    outside = pixels.shape[0] - 1
     y1, y2, x1, x2 = bins.y1[index], bins.y2[index], bins.x1[index], bins.x2[index]
     empty = (y2 <= y1)[:, :, None] | (x2 <= x1)[:, None, :]  # (rc, ph, pw)
     best = torch.where(empty, 0.0, -_FLT_MAX).to(pixels.dtype)[..., None].expand(rc, ph, pw, c).clone()
     best_at = torch.full((rc, ph, pw, c), -1, dtype=torch.long, device=pixels.device)
     rows = int((y2 - y1).max().clamp(min=0))
     cols = int((x2 - x1).max().clamp(min=0))
-    image = (batch * (h * w)).view(rc, 1, 1)
+    if rows == 0 or cols == 0:
+        return best, best_at
+    x = x1[:, :, None] + torch.arange(cols, device=pixels.device)  # (rc, pw, cols)
+    column_in = (x < x2[:, :, None])[:, None]  # (rc, 1, pw, cols)
+    image = (batch * (h * w)).view(rc, 1, 1, 1)
     for dy in range(rows):
-        y = y1 + dy  # (rc, ph)
-        row_in = y < y2
-        for dx in range(cols):
-            x = x1 + dx  # (rc, pw)
-            inside = row_in[:, :, None] & (x < x2)[:, None, :]  # (rc, ph, pw)
-            at = torch.where(inside, y[:, :, None] * w + x[:, None, :], 0)
-            values = pixels.index_select(0, (image + at).view(-1)).view(rc, ph, pw, c)
-            better = (values > best) & inside[..., None]
-            best = torch.where(better, values, best)
-            best_at = torch.where(better, at[..., None], best_at)
+        y = (y1 + dy)[:, :, None, None]  # (rc, ph, 1, 1)
+        inside = column_in & (y < y2[:, :, None, None])  # (rc, ph, pw, cols)
+        at = y * w + x[:, None]  # pixel index within the map
+        slot = torch.where(inside, image + at, outside)
+        values = pixels.index_select(0, slot.view(-1)).view(rc, ph, pw, cols, c)
+        row_best, which = values.max(dim=3)  # (rc, ph, pw, c)
+        better = row_best > best
+        best = torch.where(better, row_best, best)
+        winner = torch.gather(at.expand(rc, ph, pw, cols), 3, which)
+        best_at = torch.where(better, winner, best_at)
     return best, best_at
 
 
