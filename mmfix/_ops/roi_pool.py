@@ -142,11 +142,9 @@ def _pixel_table(input: Tensor, dtype: torch.dtype) -> Tensor:
 def _pool_chunk(
     pixels: Tensor, batch: Tensor, bins: _Bins, index: Tensor, h: int, w: int, ph: int, pw: int
 ) -> tuple[Tensor, Tensor]:
-    """(rc, PH, PW, C) maxima and their pixel indices: bins row by row, each row's pixels at once.
-
-    torch's max gives the first of equal maxima within a row, a strict comparison keeps the
-    earlier row: the kernel's first maximum in row-major order. What no pixel beats stays at
-    the kernel's start: -FLT_MAX with argmax -1, or 0 for an empty bin."""
+    """(rc, PH, PW, C) maxima and their pixel indices: each bin row's pixels read at once, then
+    compared pixel by pixel in row-major order with the kernel's strict ``>``. What no pixel
+    beats stays at the kernel's start: -FLT_MAX with argmax -1, or 0 for an empty bin."""
     rc, c = index.numel(), pixels.shape[1]
     outside = pixels.shape[0] - 1
     y1, y2, x1, x2 = bins.y1[index], bins.y2[index], bins.x1[index], bins.x2[index]
@@ -166,11 +164,10 @@ def _pool_chunk(
         at = y * w + x[:, None]  # pixel index within the map
         slot = torch.where(inside, image + at, outside)
         values = pixels.index_select(0, slot.view(-1)).view(rc, ph, pw, cols, c)
-        row_best, which = values.max(dim=3)  # (rc, ph, pw, c)
-        better = row_best > best
-        best = torch.where(better, row_best, best)
-        winner = torch.gather(at.expand(rc, ph, pw, cols), 3, which)
-        best_at = torch.where(better, winner, best_at)
+        for dx in range(cols):  # strictly greater: the first maximum in row-major order wins
+            better = values[:, :, :, dx] > best
+            best = torch.where(better, values[:, :, :, dx], best)
+            best_at = torch.where(better, at[:, :, :, dx, None], best_at)
     return best, best_at
 
 
