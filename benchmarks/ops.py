@@ -35,7 +35,14 @@ def main() -> None:
     parser.add_argument("--family", action="append", help="only these op families (module names)")
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
+    parser.add_argument(
+        "--stat",
+        choices=["median", "min"],
+        default="median",
+        help="statistic of the repeats; min is steadier on a machine shared with other work",
+    )
     args = parser.parse_args()
+    pick = statistics.median if args.stat == "median" else min
 
     import torch
 
@@ -56,7 +63,7 @@ def main() -> None:
     families = [m.name for m in pkgutil.iter_modules(op_cases.__path__)]
     if args.family:
         families = [f for f in families if f in args.family]
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; median of {args.repeat}")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; {args.stat} of {args.repeat}")
     print(f"{'case':60} {'compiled ms':>12} {'mmfix ms':>10} {'ratio':>7}")
     for family in families:
         module = importlib.import_module(f"op_cases.{family}")
@@ -75,11 +82,11 @@ def main() -> None:
                 times_mine.append(_time(mine))
                 if theirs is not None:
                     times_theirs.append(_time(theirs))
-            m = statistics.median(times_mine) * 1e3
+            m = pick(times_mine) * 1e3
             if theirs is None:
                 print(f"{family + ': ' + label:60} {'(no CPU kernel)':>12} {m:10.2f} {'':>7}")
             else:
-                t = statistics.median(times_theirs) * 1e3
+                t = pick(times_theirs) * 1e3
                 print(f"{family + ': ' + label:60} {t:12.2f} {m:10.2f} {m / t:7.2f}")
 
 

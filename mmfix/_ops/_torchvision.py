@@ -44,6 +44,21 @@ def _load() -> Any:
         return None
 
 
+#: Where torchvision's kernel serves an op: (op, device type). Only where it computes what
+#: mmcv's kernel on that device computes, and (on the CPU) is faster than mmfix's own code.
+FAST_PATHS: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("nms", "cpu"),
+        ("roi_align", "cuda"),
+    }
+)
+
+
+def use_for(op: str, device: Any) -> bool:
+    """Whether ``op`` on tensors of ``device`` goes to torchvision's kernel."""
+    return (op, device.type) in FAST_PATHS and ops() is not None
+
+
 def reset() -> None:
     """Forget the answer (tests switch MMFIX_OPS_TORCHVISION)."""
     global _ops
