@@ -19,6 +19,12 @@ os.environ["MMFIX_DISABLE"] = "1"
 settings.register_profile("suite", derandomize=True, database=None)
 settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "suite"))
+# MMDetection's models need mmcv's ops. The README's test environment has mmcv-lite (no compiled
+# extension): there the test process gets mmfix's stand-in `mmcv._ext` exactly as the mmcv_ops
+# patch gives it to a user's process (a compiled extension, where installed, still wins).
+from mmfix._patches import mmcv_ops as _mmcv_ops  # noqa: E402
+
+sys.meta_path.insert(0, _mmcv_ops._ExtFinder())
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"

@@ -39,7 +39,7 @@ _CACHE: dict[tuple[str, str], tuple[argparse.ArgumentParser, str]] = {}
 def real(name: str, tool: str) -> tuple[argparse.ArgumentParser, str]:
     """The argparse parser the installed 3.x-era tool builds, and the tool's path."""
     if (name, tool) not in _CACHE:
-        script = str(tools_dir(TOOLBOXES[name].package) / f"{tool}.py")
+        script = str(tools_dir(TOOLBOXES[name].package, runs=False) / f"{tool}.py")
         original, argv = argparse.ArgumentParser.parse_args, sys.argv
 
         def capture(self, *a, **k):
