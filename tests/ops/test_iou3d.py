@@ -324,7 +324,6 @@ def test_overlap_agrees_with_compiled_box_iou_rotated(compiled_ext, mmfix_ext):
     torch.testing.assert_close(overlap[clear], intersection[clear], rtol=1e-4, atol=1e-4)
 
 
-
 def test_libdevice_sin_cos(mmfix_ext):
     """mmfix's vectorised sinf/cosf equal the scalar transcription here, which is within the
     1.5 ulp libdevice promises of the true value (and not always correctly rounded)."""
@@ -375,6 +374,7 @@ def test_shared_edges(mmfix_ext):
     true_area = side * torch.minimum(first, second)
     off = (expected - true_area).abs() > 1e-4
     assert 0 < off.sum() < n // 4
+
 
 _value = st.one_of(st.integers(-4, 4).map(lambda v: v / 2), st.floats(-3, 3, width=32))
 _size = st.one_of(st.sampled_from([0.0, 0.5, 1.0, 2.0]), st.floats(0.0, 4.0, width=32))
