@@ -14,8 +14,14 @@ clockwise, as box_iou_rotated's angle) count. ``box_overlap`` of
 * their mean (summed in order) is the centre; the kernel's bubble sort is a stable sort
   by ``atan2`` about it; the area is the fan sum from the first point, in order, halved.
 
-The kernel runs on CUDA only, where the compiler fuses multiply-adds; this rounds each
-operation on its own, so results agree with it to float32 rounding, not to the bit.
+Where edges of the two boxes are collinear (boxes sharing an edge, nested boxes with the
+same heading) the crossing tests decide on rounding noise and the kernel can add a point
+far off the true outline: the area it returns is then not the true one (shared-edge pairs
+at random headings: about 1 in 20), and which pairs go wrong, and how, depends on the last
+bit of every operation. So this follows the GPU's arithmetic (``_cuda_float``): the
+products nvcc fuses into multiply-adds, libdevice's ``sinf``/``cosf``, and the two cross
+products the compiler shares (``s5 = -s2``, neither fused). Only ``atan2f`` (the order of
+points at equal angles about the centre) is PyTorch's.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import torch
 from torch import Tensor
 
 from . import _rotated_boxes
+from ._cuda_float import cosf, mul_add, mul_sub, sinf
 from ._rotated_boxes import PAIR_CHUNK, chunks
 
 EPS = 1e-8
@@ -40,24 +47,24 @@ def corners(boxes: Tensor) -> tuple[Tensor, Tensor]:
     x1, y1, x2, y2 = cx - half_x, cy - half_y, cx + half_x, cy + half_y
     px = torch.cat((x1, x2, x2, x1), 1)
     py = torch.cat((y1, y1, y2, y2), 1)
-    cos, sin = torch.cos(boxes[:, 6:7]), torch.sin(boxes[:, 6:7])
+    cos, sin = cosf(boxes[:, 6:7]), sinf(boxes[:, 6:7])
     ux, uy = px - cx, py - cy
-    return ux * cos - uy * sin + cx, ux * sin + uy * cos + cy
+    return mul_sub(ux, cos, uy, sin) + cx, mul_add(ux, sin, uy, cos) + cy
 
 
 def _inside(boxes: Tensor, px: Tensor, py: Tensor) -> Tensor:
     """check_in_box2d: are the points (P, 4) inside the boxes (P, 7), with MARGIN."""
     cx, cy = boxes[:, 0:1], boxes[:, 1:2]
-    cos, sin = torch.cos(-boxes[:, 6:7]), torch.sin(-boxes[:, 6:7])
+    cos, sin = cosf(-boxes[:, 6:7]), sinf(-boxes[:, 6:7])
     ux, uy = px - cx, py - cy
-    rot_x = ux * cos + uy * -sin
-    rot_y = ux * sin + uy * cos
+    rot_x = mul_sub(ux, cos, uy, sin)  # ux * cos + uy * (-sin), compiled as a subtraction
+    rot_y = mul_add(ux, sin, uy, cos)
     return (rot_x.abs() < boxes[:, 3:4] / 2 + MARGIN) & (rot_y.abs() < boxes[:, 4:5] / 2 + MARGIN)
 
 
 def _side(ax: Tensor, ay: Tensor, bx: Tensor, by: Tensor, ox: Tensor, oy: Tensor) -> Tensor:
     # cross(p1, p2, p0) = (p1.x - p0.x) * (p2.y - p0.y) - (p2.x - p0.x) * (p1.y - p0.y)
-    return (ax - ox) * (by - oy) - (bx - ox) * (ay - oy)
+    return mul_sub(ax - ox, by - oy, bx - ox, ay - oy)
 
 
 def _crossings(ax: Tensor, ay: Tensor, bx: Tensor, by: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -73,21 +80,24 @@ def _crossings(ax: Tensor, ay: Tensor, bx: Tensor, by: Tensor) -> tuple[Tensor, 
         & (torch.minimum(q0y, q1y) <= torch.maximum(p0y, p1y))
     )
     s1 = _side(q0x, q0y, p1x, p1y, p0x, p0y)
-    s2 = _side(p1x, p1y, q1x, q1y, p0x, p0y)
     s3 = _side(p0x, p0y, q1x, q1y, q0x, q0y)
     s4 = _side(q1x, q1y, p1x, p1y, q0x, q0y)
+    # s2 = cross(p1, q1, p0) and s5 = cross(q1, p1, p0) have the same two products: the
+    # compiler computes them once, rounded, and fuses neither, so s5 is exactly -s2.
+    first = (p1x - p0x) * (q1y - p0y)
+    second = (q1x - p0x) * (p1y - p0y)
+    s2, s5 = first - second, second - first
     found = boxes_meet & (s1 * s2 > 0) & (s3 * s4 > 0)
-    s5 = _side(q1x, q1y, p1x, p1y, p0x, p0y)
     gap = s5 - s1
-    x = (s5 * q0x - s1 * q1x) / gap
-    y = (s5 * q0y - s1 * q1y) / gap
+    x = mul_sub(s5, q0x, s1, q1x) / gap
+    y = mul_sub(s5, q0y, s1, q1y) / gap
     # Nearly parallel: the kernel intersects the two lines in general form instead.
-    a0, b0, c0 = p0y - p1y, p1x - p0x, p0x * p1y - p1x * p0y
-    a1, b1, c1 = q0y - q1y, q1x - q0x, q0x * q1y - q1x * q0y
-    d = a0 * b1 - a1 * b0
+    a0, b0, c0 = p0y - p1y, p1x - p0x, mul_sub(p0x, p1y, p1x, p0y)
+    a1, b1, c1 = q0y - q1y, q1x - q0x, mul_sub(q0x, q1y, q1x, q0y)
+    d = mul_sub(a0, b1, a1, b0)
     steep = gap.abs() > EPS
-    x = torch.where(steep, x, (b0 * c1 - b1 * c0) / d)
-    y = torch.where(steep, y, (a1 * c0 - a0 * c1) / d)
+    x = torch.where(steep, x, mul_sub(b0, c1, b1, c0) / d)
+    y = torch.where(steep, y, mul_sub(a1, c0, a0, c1) / d)
     return x, y, found
 
 
@@ -119,7 +129,7 @@ def overlap_of_pairs(boxes_a: Tensor, boxes_b: Tensor) -> Tensor:
     xs, ys = xs.gather(1, order), ys.gather(1, order)
     x0, y0 = xs[:, :1], ys[:, :1]
     ux, uy = xs - x0, ys - y0
-    terms = ux[:, :-1] * uy[:, 1:] - uy[:, :-1] * ux[:, 1:]
+    terms = mul_sub(ux[:, :-1], uy[:, 1:], uy[:, :-1], ux[:, 1:])
     area = xs.new_zeros(n)
     for k in range(terms.shape[1]):  # the first cnt - 1 terms, in order
         area = area + torch.where(k < count - 1, terms[:, k], zero)
@@ -129,7 +139,7 @@ def overlap_of_pairs(boxes_a: Tensor, boxes_b: Tensor) -> Tensor:
 def iou_of_pairs(boxes_a: Tensor, boxes_b: Tensor) -> Tensor:
     """iou_bev: the overlap over the union (at least EPS) of aligned (P, 7) pairs."""
     overlap = overlap_of_pairs(boxes_a, boxes_b)
-    union = boxes_a[:, 3] * boxes_a[:, 4] + boxes_b[:, 3] * boxes_b[:, 4] - overlap
+    union = mul_add(boxes_a[:, 3], boxes_a[:, 4], boxes_b[:, 3], boxes_b[:, 4]) - overlap
     return overlap / torch.fmax(union, union.new_tensor(EPS))
 
 
