@@ -110,9 +110,11 @@ custom_hooks = [dict(type='RankProbeHook')]
     return path
 
 
-def toolbox_env() -> dict[str, str]:
-    """PYTHONPATH for the toy modules; MMPretrain's and MMPose's metrics in the root registry."""
+def toolbox_env(toolbox: Toolbox) -> dict[str, str]:
+    """PYTHONPATH for the toy modules; the toolbox's own metric in the root registry where its
+    configs run without a scope (only that toolbox's: MMPose's import needs xtcocotools, which
+    a run of another toolbox must not need)."""
     return {
         "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), str(REPO / "examples")]),
-        "TOY_ROOT_METRICS": "mmpretrain,mmpose",
+        "TOY_ROOT_METRICS": toolbox.name if toolbox.scope is None else "",
     }

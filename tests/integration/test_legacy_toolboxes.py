@@ -42,12 +42,12 @@ TEST_FLAGS = {
 }
 
 
-def env(**extra: str) -> dict[str, str]:
-    return clean_env(**toolbox_env(), **extra)
+def env(toolbox: Toolbox, **extra: str) -> dict[str, str]:
+    return clean_env(**toolbox_env(toolbox), **extra)
 
 
-def mmfix_python(*args: object, timeout: float = 300):
-    proc = run([MMFIX_RUN, sys.executable, *map(str, args)], env=env(), timeout=timeout)
+def mmfix_python(toolbox: Toolbox, *args: object, timeout: float = 300):
+    proc = run([MMFIX_RUN, sys.executable, *map(str, args)], env=env(toolbox), timeout=timeout)
     return proc, proc.stdout + proc.stderr
 
 
@@ -69,7 +69,7 @@ def trained(request, tmp_path_factory) -> Trained:
     head = {"seg": 32, "cls": 3, "pose": 4, "box": 4}[toolbox.task]
     torch.save({"state_dict": {"head.weight": torch.full((head, 8), 0.01), "head.bias": torch.zeros(head)}}, pre)
     flags = [f.format(pre=pre) for f in TRAIN_FLAGS[toolbox.name]]
-    proc, log = mmfix_python(tools / "train.py", config, "--work-dir", work, "--gpus", "2", *flags, timeout=600)
+    proc, log = mmfix_python(toolbox, tools / "train.py", config, "--work-dir", work, "--gpus", "2", *flags, timeout=600)
     assert proc.returncode == 0, log[-4000:]
     return Trained(toolbox, config, work, log)
 
@@ -90,6 +90,7 @@ def test_legacy_gpus_2_trains_with_world_size_2(trained: Trained) -> None:
 
 def test_resume_from_continues_from_its_epoch(trained: Trained) -> None:
     proc, log = mmfix_python(
+        trained.toolbox,
         trained.tools / "train.py",
         trained.config,
         "--work-dir",
@@ -107,6 +108,7 @@ def test_legacy_test_command_evaluates(trained: Trained) -> None:
     flags, expected = TEST_FLAGS[trained.toolbox.name]
     flags = [f.format(work=trained.work) for f in flags]
     proc, log = mmfix_python(
+        trained.toolbox,
         trained.tools / "test.py",
         trained.config,
         trained.work / "epoch_2.pth",
@@ -127,6 +129,7 @@ def test_unknown_flag_is_refused_once_before_launch(name: str, tmp_path: Path) -
     toolbox = TOOLBOXES[name]
     config = write_config(tmp_path / "cfg.py", toolbox)
     proc, log = mmfix_python(
+        toolbox,
         tools_dir(toolbox.package) / "train.py", config, "--gpus", "2", "--work_dir", tmp_path, "--bogus"
     )
     assert proc.returncode == 2, log[-3000:]
@@ -140,6 +143,7 @@ def test_unknown_flag_of_an_in_place_command_is_refused_at_parse_time_with_the_3
     # No --gpus: nothing is launched, so the parse-time hook (the real parser) decides.
     config = write_config(tmp_path / "cfg.py", TOOLBOXES["mmpretrain"])
     proc, log = mmfix_python(
+        TOOLBOXES["mmpretrain"],
         tools_dir("mmpretrain") / "train.py", config, "--work-dir", tmp_path / "w", "--autoscale-lr", "--seed", "0"
     )
     assert proc.returncode == 2, log[-3000:]
@@ -151,6 +155,7 @@ def test_unknown_flag_of_an_in_place_command_is_refused_at_parse_time_with_the_3
 def test_metric_the_config_does_not_compute_is_refused_before_running(tmp_path: Path) -> None:
     config = write_config(tmp_path / "cfg.py", TOOLBOXES["mmpose"])
     proc, log = mmfix_python(
+        TOOLBOXES["mmpose"],
         tools_dir("mmpose") / "test.py", config, tmp_path / "none.pth", "--eval", "PCK", "--gpu-id", "0"
     )
     assert proc.returncode == 2, log[-3000:]
@@ -171,7 +176,7 @@ def test_translate_shows_which_toolboxs_rules_applied() -> None:
             "--resume-from",
             "w/epoch_2.pth",
         ],
-        env=env(),
+        env=env(TOOLBOXES["mmseg"]),
     )
     assert proc.returncode == 0, proc.stderr
     assert "rules:       MMSegmentation 0.x -> 1.x (the script's path (mmseg/))" in proc.stdout
@@ -183,7 +188,7 @@ def test_mmdet3d_dist_train_sh_refuses_an_unknown_flag_once_before_any_worker(tm
     # --launcher pytorch ${@:3}`, where multi-node users start.
     config = write_config(tmp_path / "cfg.py", TOOLBOXES["mmdet3d"])
     script = tools_dir("mmdet3d") / "dist_train.sh"
-    environment = clean_env(**toolbox_env(), PORT=str(29500 + (abs(hash(str(tmp_path))) % 1000)))
+    environment = clean_env(**toolbox_env(TOOLBOXES["mmdet3d"]), PORT=str(29500 + (abs(hash(str(tmp_path))) % 1000)))
     proc = run(
         [MMFIX_RUN, "bash", str(script), str(config), "2", "--work-dir", str(tmp_path / "w"), "--bogus"],
         env=environment,
