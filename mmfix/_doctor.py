@@ -81,7 +81,7 @@ def known_problems(versions: dict[str, str | None], cuda_available: bool) -> lis
     if mmdet_v and mmdet_v[0] == 3 and mmcv_v and not ((2, 0) <= mmcv_v < (2, 3)):
         problems.append(
             f"mmdet {versions['mmdet']} asserts mmcv>=2.0.0rc4,<2.2.0 but mmcv {versions['mmcv']} "
-            "is installed: `import mmdet` fails (mmfix accepts mmcv 2.2 only)."
+            "is installed: `import mmdet` fails (mmfix relaxes that bound for mmcv 2.2 only)."
         )
     if mmdet_v and mmdet_v[0] == 2 and torch_v >= (2,):
         problems.append(

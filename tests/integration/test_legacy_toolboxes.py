@@ -69,7 +69,9 @@ def trained(request, tmp_path_factory) -> Trained:
     head = {"seg": 32, "cls": 3, "pose": 4, "box": 4}[toolbox.task]
     torch.save({"state_dict": {"head.weight": torch.full((head, 8), 0.01), "head.bias": torch.zeros(head)}}, pre)
     flags = [f.format(pre=pre) for f in TRAIN_FLAGS[toolbox.name]]
-    proc, log = mmfix_python(toolbox, tools / "train.py", config, "--work-dir", work, "--gpus", "2", *flags, timeout=600)
+    proc, log = mmfix_python(
+        toolbox, tools / "train.py", config, "--work-dir", work, "--gpus", "2", *flags, timeout=600
+    )
     assert proc.returncode == 0, log[-4000:]
     return Trained(toolbox, config, work, log)
 
@@ -129,8 +131,7 @@ def test_unknown_flag_is_refused_once_before_launch(name: str, tmp_path: Path) -
     toolbox = TOOLBOXES[name]
     config = write_config(tmp_path / "cfg.py", toolbox)
     proc, log = mmfix_python(
-        toolbox,
-        tools_dir(toolbox.package) / "train.py", config, "--gpus", "2", "--work_dir", tmp_path, "--bogus"
+        toolbox, tools_dir(toolbox.package) / "train.py", config, "--gpus", "2", "--work_dir", tmp_path, "--bogus"
     )
     assert proc.returncode == 2, log[-3000:]
     assert log.count("error:") == 1 and log.count("usage: train.py") == 1
@@ -144,7 +145,13 @@ def test_unknown_flag_of_an_in_place_command_is_refused_at_parse_time_with_the_3
     config = write_config(tmp_path / "cfg.py", TOOLBOXES["mmpretrain"])
     proc, log = mmfix_python(
         TOOLBOXES["mmpretrain"],
-        tools_dir("mmpretrain") / "train.py", config, "--work-dir", tmp_path / "w", "--autoscale-lr", "--seed", "0"
+        tools_dir("mmpretrain") / "train.py",
+        config,
+        "--work-dir",
+        tmp_path / "w",
+        "--autoscale-lr",
+        "--seed",
+        "0",
     )
     assert proc.returncode == 2, log[-3000:]
     assert log.count("usage: train.py") == 1 and log.count("error:") == 1 and "Traceback" not in log
@@ -156,7 +163,13 @@ def test_metric_the_config_does_not_compute_is_refused_before_running(tmp_path: 
     config = write_config(tmp_path / "cfg.py", TOOLBOXES["mmpose"])
     proc, log = mmfix_python(
         TOOLBOXES["mmpose"],
-        tools_dir("mmpose") / "test.py", config, tmp_path / "none.pth", "--eval", "PCK", "--gpu-id", "0"
+        tools_dir("mmpose") / "test.py",
+        config,
+        tmp_path / "none.pth",
+        "--eval",
+        "PCK",
+        "--gpu-id",
+        "0",
     )
     assert proc.returncode == 2, log[-3000:]
     assert "--eval PCK asks for a metric this config's test_evaluator (EPE) does not compute" in log

@@ -23,7 +23,7 @@ from mmfix._patches import PATCHES
 pytestmark = pytest.mark.slow  # every import order in a fresh interpreter
 
 PROBE = r"""
-import importlib, json, sys
+import glob, importlib, importlib.util, json, os, sys
 events = json.loads(sys.argv[1])
 # Two stages, so that a patch can be applied while a module its apply() hooks for
 # (mmengine.model, for cpu_distributed) is not imported yet.
@@ -87,17 +87,36 @@ def excepthook_depth():
     return n
 
 
-mmfix = None
+# mmcv-lite (or an mmcv built without ops): stock `import mmcv.ops` fails for want of mmcv._ext,
+# so while mmfix is off it must fail exactly so, and import once mmfix is on again.
+COMPILED = bool(glob.glob(os.path.join(os.path.dirname(importlib.util.find_spec("mmcv").origin), "_ext*")))
+stock_failures = []
+
+
+def import_all(names, on):
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if on or COMPILED or exc.name != "mmcv._ext":
+                raise
+            stock_failures.append(name)
+
+
+mmfix, on = None, False
 for event in events:
     if event == "mmfix":
         import mmfix
+        on = True
     elif event in ("import", "import_first"):
-        for name in (MODULES if event == "import" else FIRST):
-            importlib.import_module(name)
+        import_all(MODULES if event == "import" else FIRST, on)
     else:
         getattr(mmfix, event)()
-for name in MODULES:
-    importlib.import_module(name)
+        on = event == "enable"
+import_all(MODULES, on)
+if "mmcv.ops" not in sys.modules:  # off, on mmcv-lite: the stock failure; nothing of mmfix's to find
+    for name in ("mmcv_ops_devices",):
+        TARGETS.pop(name)
 from mmfix._checkpoint import atomic as _atomic
 
 result = {name: [depth(raw(m, p)) for m, p in targets] for name, targets in TARGETS.items()}
@@ -107,6 +126,8 @@ for patch, finder in FINDERS.items():
 hook_module = sys.modules["mmengine.hooks.checkpoint_hook"]
 result["atomic_save"].append(int(vars(hook_module).get("open") is _atomic.open_atomic))
 result["states"] = {k: v["state"] for k, v in mmfix.status()["patches"].items()}
+result["stock_failures"] = stock_failures
+result["compiled"] = COMPILED
 print("RESULT " + json.dumps(result))
 """
 
@@ -141,6 +162,21 @@ def test_every_patch_survives_the_ordering(events: tuple[str, ...], tmp_path: Pa
     result = json.loads(line[len("RESULT ") :])
     on = [e for e in events if e in ("enable", "disable")][-1] == "enable"
     states = result.pop("states")
+    stock_failures, compiled = result.pop("stock_failures"), result.pop("compiled")
+    # Replay the imports of `mmcv.ops` (each "import" event, then the probe's final one): on
+    # mmcv-lite, one made while mmfix is off fails as stock mmcv does (mmcv._ext is missing) until
+    # one made while mmfix is on succeeds; after that the module stays imported.
+    now_on, ops_loaded, expect_failure = False, False, False
+    for event in (*events, "import"):
+        if event in ("mmfix", "enable", "disable"):
+            now_on = event != "disable"
+        elif event == "import" and not ops_loaded:
+            ops_loaded = compiled or now_on
+            expect_failure = expect_failure or not ops_loaded
+    assert set(stock_failures) == ({"mmcv.ops"} if expect_failure else set()), stock_failures
+    assert ("mmcv_ops_devices" in result) == ops_loaded, sorted(result)
+    if not ops_loaded:  # nothing of mmfix's to find in a module that never imported
+        result["mmcv_ops_devices"] = [0]
     assert set(result) == set(PATCHES)
     if importlib.util.find_spec("pkg_resources") is not None:
         # MMEngine's own package helpers work there: the patch skips (and wraps nothing)
