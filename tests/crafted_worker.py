@@ -23,13 +23,14 @@ import shutil
 import signal
 import sys
 import tempfile
+import time
 import urllib.parse
 from pathlib import Path
 
 MODE = sys.argv[1]
 FILES = sys.argv[2:]
 LIMIT_AS = 4 << 30
-TIMEOUT_S = 30
+TIMEOUT_S = int(os.environ.get("CRAFTED_TIMEOUT_S", "30"))
 ACT_EVENTS = (
     "os.system",
     "subprocess.Popen",
@@ -194,6 +195,7 @@ def child(path: str, loader: str, out_fd: int) -> None:
 
 def in_fork(path: str, loader: str) -> dict:
     read_fd, write_fd = os.pipe()
+    start = time.monotonic()
     pid = os.fork()
     if pid == 0:
         os.close(read_fd)
@@ -206,14 +208,21 @@ def in_fork(path: str, loader: str) -> dict:
     while chunk := os.read(read_fd, 1 << 16):
         chunks.append(chunk)
     os.close(read_fd)
-    _, status = os.waitpid(pid, 0)
+    _, status, usage = os.wait4(pid, 0)
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         return {
             "status": f"{loader}: " + ("hang" if sig == signal.SIGALRM else f"killed by {signal.Signals(sig).name}")
         }
     data = json.loads(b"".join(chunks) or b"{}")
-    return {"status": "ok", **data} if data else {"status": f"{loader}: exit {os.WEXITSTATUS(status)}"}
+    # What the load cost: seconds, and the child's peak resident memory beyond the parent's
+    # (a fork starts with the parent's pages resident).
+    data["cost"] = [round(time.monotonic() - start, 3), max(0, usage.ru_maxrss - _parent_rss()) >> 10]
+    return {"status": "ok", **data} if len(data) > 1 else {"status": f"{loader}: exit {os.WEXITSTATUS(status)}"}
+
+
+def _parent_rss() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB
 
 
 def main() -> None:
@@ -232,13 +241,21 @@ def main() -> None:
             except BaseException:
                 pass
     for path in FILES:
-        row: dict = {"file": path, "status": "ok", "results": {}, "acted": [], "class_state_changed": False}
+        row: dict = {
+            "file": path,
+            "status": "ok",
+            "results": {},
+            "costs": {},
+            "acted": [],
+            "class_state_changed": False,
+        }
         for loader in LOADERS:  # each file through each loader in its own process
             one = in_fork(path, loader)
             if one["status"] != "ok":
                 row["status"] = one["status"]
                 continue
             row["results"][loader] = one["result"]
+            row["costs"][loader] = one["cost"]  # [seconds, MiB beyond the parent's]
             row["acted"] += one["acted"]
             row["class_state_changed"] |= one["class_state_changed"]
         print(json.dumps(row), flush=True)

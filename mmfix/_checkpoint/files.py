@@ -111,11 +111,66 @@ def _eocd_problem(source: Any) -> str | None:
 
 
 MAX_ENTRIES = 200_000
+MAX_EXTRA = 1024  # torch's writer puts at most a zip64 record (28 bytes) in a directory entry
+
+
+def _read_at(source: Any, offset: int, n: int) -> bytes:
+    if isinstance(source, (str, os.PathLike)):
+        with open(source, "rb") as fh:
+            fh.seek(offset)
+            return fh.read(n)
+    pos = source.tell()
+    try:
+        source.seek(offset)
+        return bytes(source.read(n))
+    finally:
+        source.seek(pos)
+
+
+def raw_directory_problem(source: Any) -> str | None:
+    """The zip directory's entries, read before zipfile parses them: CPython's zipfile takes
+    time quadratic in an entry's extra field (it re-slices it per sub-record), so a directory of
+    entries with 64 KiB extra fields costs hours per megabyte. Refuses extra fields torch's
+    writer never makes; anything it cannot make sense of is left to zipfile to report."""
+    size = size_of(source)
+    tail = _read_at(source, max(0, size - 65557), 65557)
+    at = tail.rfind(b"PK\x05\x06")
+    if at < 0 or len(tail) - at < 22:
+        return None
+    eocd = size - len(tail) + at
+    entries, cd_size, cd_offset = struct.unpack("<HII", tail[at + 10 : at + 20])
+    start = eocd - cd_size
+    if 0xFFFF in (entries,) or 0xFFFFFFFF in (cd_size, cd_offset):
+        locator = tail[at - 20 : at] if at >= 20 else b""
+        if not locator.startswith(b"PK\x06\x07"):
+            return None
+        (z64_offset,) = struct.unpack("<Q", locator[8:16])
+        record = _read_at(source, z64_offset, 56)
+        if len(record) < 56 or not record.startswith(b"PK\x06\x06"):
+            return None
+        entries, cd_size = struct.unpack("<QQ", record[32:48])
+        start = eocd - 20 - 56 - cd_size
+    if start < 0 or cd_size > size:
+        return None
+    directory = _read_at(source, start, cd_size)
+    pos, seen = 0, 0
+    while pos + 46 <= len(directory) and directory[pos : pos + 4] == b"PK\x01\x02" and seen <= MAX_ENTRIES:
+        name_len, extra_len, comment_len = struct.unpack("<HHH", directory[pos + 28 : pos + 34])
+        if extra_len > MAX_EXTRA:
+            return (
+                f"a record of its zip directory carries a {extra_len:,}-byte extra field; torch.save writes at most "
+                f"a few dozen bytes there (the file is damaged or crafted)"
+            )
+        pos += 46 + name_len + extra_len + comment_len
+        seen += 1
+    return None
+
+
 _CHUNK = 1 << 20
 
 
 def _zip_problem(source: Any) -> str | None:
-    problem = _eocd_problem(source)
+    problem = _eocd_problem(source) or raw_directory_problem(source)
     if problem:
         return problem
     try:
@@ -131,7 +186,7 @@ def _zip_problem(source: Any) -> str | None:
         return f"the zip archive cannot be read ({exc}); the file is truncated or damaged"
 
 
-def _size_of(source: Any) -> int:
+def size_of(source: Any) -> int:
     if isinstance(source, (str, os.PathLike)):
         return os.path.getsize(source)
     pos = source.tell()
@@ -154,7 +209,7 @@ def _directory_problem(archive: zipfile.ZipFile, source: Any) -> str | None:
         if info.filename in names:
             return f"its zip directory lists the record {info.filename!r} twice (the file is damaged or crafted)"
         names.add(info.filename)
-    size = _size_of(source)
+    size = size_of(source)
     raw = open(source, "rb") if isinstance(source, (str, os.PathLike)) else source
     try:
         spans = []
@@ -189,8 +244,14 @@ def _directory_problem(archive: zipfile.ZipFile, source: Any) -> str | None:
 def _crc_problem(archive: zipfile.ZipFile, source: Any) -> str | None:
     """CRC of every record, reading each stored byte once; compressed records (torch writes
     none) get an inflation budget tied to the file's size instead of testzip's none."""
-    budget = max(64 << 20, 16 * _size_of(source))
+    budget = max(64 << 20, 16 * size_of(source))
     for info in archive.infolist():
+        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            # zipfile inflates bzip2 and lzma in one step whatever the budget; torch reads neither.
+            return (
+                f"the record {info.filename!r} is compressed with method {info.compress_type}, which torch's "
+                "zip reader cannot read and torch.save never writes (the file is damaged or crafted)"
+            )
         if info.compress_type != zipfile.ZIP_STORED:
             if info.file_size > budget:
                 return (

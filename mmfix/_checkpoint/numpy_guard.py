@@ -45,6 +45,10 @@ _FLEXIBLE = re.compile(r"([SU])([1-9][0-9]{0,8})")
 _MAX_NDIM = 32  # numpy's limit is 64; nothing MMEngine writes comes close
 _MAX_ITEMSIZE = 1 << 20
 _MAX_DIM = 1 << 62  # numpy's own limit is below 2**63
+# An array without elements needs no bytes, whatever its other dimensions say; but iterating it
+# (torch.Size(array) lists its rows) costs its leading dimension. Nothing numpy writes for
+# MMEngine has an empty array with more rows than this.
+_MAX_EMPTY_ROWS = 1 << 16
 
 
 def _refuse(message: str) -> pickle.UnpicklingError:
@@ -117,6 +121,11 @@ def check_array_state(state: Any, itemsize: int) -> None:
         raise _refuse(
             f"an array of shape {shape} and item size {itemsize} needs {count * itemsize} bytes, "
             f"the file gives {len(data)}"
+        )
+    if count == 0 and shape and shape[0] > _MAX_EMPTY_ROWS:
+        raise _refuse(
+            f"an empty array claims {shape[0]:,} rows (shape {_short(shape)}); iterating it would cost that "
+            "many steps for no data"
         )
 
 
@@ -355,10 +364,12 @@ def _resolve(root: Any, instance_types: tuple[type, ...]) -> Any:
     while stack:
         obj, children_done = stack.pop()
         key = id(obj)
-        keep_alive.append(obj)  # ids stay unique while the walk runs
         if not children_done:
             if key in done:
                 continue
+            # Once per object (not per reference: a list referenced n times would otherwise be
+            # rebuilt n times below), and ids stay unique while the walk runs.
+            keep_alive.append(obj)
             if isinstance(obj, (ArrayBuilder, DtypeBuilder)):
                 done[key] = obj.built()
                 continue

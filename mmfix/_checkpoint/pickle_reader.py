@@ -27,6 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import numpy_guard
+from .pickle_cost import ROW_BYTES, ROW_WORK, Cost, PickleTooCostly, PickleUnreadable, TensorToken, numel
+
+__all__ = ["Cost", "PickleTooCostly", "PickleUnreadable", "Reading", "read"]
 
 MAX_OPS = 1_000_000  # ~50x the opcodes of a large MMEngine checkpoint's pickle
 MAX_BYTES = 64 << 20
@@ -36,10 +39,6 @@ _STATISTICS = ("min", "max", "current", "mean")
 _HISTORY_BUFFER = "mmengine.logging.history_buffer.HistoryBuffer"
 _RECONSTRUCT = {f"{m}._reconstruct" for m in ("numpy.core.multiarray", "numpy._core.multiarray")}
 _SCALAR = {f"{m}.scalar" for m in ("numpy.core.multiarray", "numpy._core.multiarray")}
-
-
-class PickleUnreadable(Exception):
-    """The pickle is damaged, or too large or complex to read within the bounds."""
 
 
 @dataclass(eq=False)
@@ -81,6 +80,7 @@ class Dtype:
 @dataclass(eq=False)
 class Array:
     built: bool = False
+    rows: int = 0  # what iterating it yields (its leading dimension), once built
 
 
 @dataclass(eq=False)
@@ -107,14 +107,27 @@ class Reading:
     unusual_storages: int = 0
     # ('storage', type, key, location, numel), plus view metadata in the legacy (pre-1.6) format
     pid_items: int = 5
+    #: what loading it would cost torch's unpickler (see pickle_cost); shared by the pickles of one file
+    cost: Cost | None = None
+    #: bounds on the reader itself; None: the defaults, or proportional to the pickle where ``cost``
+    #: is given (the loader's check must read any pickle torch would, in time proportional to it)
+    max_ops: int | None = None
+    max_seconds: float | None = None
 
 
 def read(stream: io.BytesIO, reading: Reading | None = None) -> Reading:
     """Read one pickle from ``stream`` (in memory, at most MAX_BYTES: callers read it in one
     go), leaving it just after the pickle's STOP."""
     reading = reading or Reading()
+    with stream.getbuffer() as view:
+        size = len(view)
+    if reading.cost is None:
+        reading.cost = Cost(pickle_bytes=size, file_bytes=size)
+    max_ops = reading.max_ops or MAX_OPS
+    seconds = reading.max_seconds or MAX_SECONDS
     machine = _Machine(reading)
-    deadline = time.monotonic() + MAX_SECONDS
+    deadline = time.monotonic() + seconds
+    next_check = 0
     # The garbage collector stays on (switching it off is process-wide: other threads run
     # meanwhile). CPython collects the oldest generation only once it has grown by a quarter,
     # so hundreds of thousands of live tokens cost a constant factor (about 2.5x here), not a
@@ -122,16 +135,20 @@ def read(stream: io.BytesIO, reading: Reading | None = None) -> Reading:
     try:
         for opcode, arg, _pos in pickletools.genops(stream):
             reading.ops += 1
-            if reading.ops > MAX_OPS:  # ops counts work: heavy opcodes add what they cost
-                raise PickleUnreadable(f"its pickle has more than {MAX_OPS:,} opcodes, more than mmfix reads")
-            if not reading.ops & 0x3FF and time.monotonic() > deadline:
-                raise PickleUnreadable(f"reading its pickle took more than {MAX_SECONDS:.0f} s")
+            if reading.ops > max_ops:  # ops counts work: heavy opcodes add what they cost
+                raise PickleUnreadable(f"its pickle has more than {max_ops:,} opcodes, more than mmfix reads")
+            # Opcodes that add what they cost to ``ops`` jump: the clock is read whenever 1024 more
+            # units were done, not when the counter passes an exact multiple.
+            if reading.ops >= next_check:
+                next_check = reading.ops + 1024
+                if time.monotonic() > deadline:
+                    raise PickleTooCostly(f"reading its pickle took more than {seconds:.0f} s")
             machine.step(opcode.name, arg)
             if opcode.name == "STOP":
                 break
         else:
             raise PickleUnreadable("its pickle ends without a STOP opcode (it is truncated)")
-    except PickleUnreadable:
+    except PickleUnreadable:  # PickleTooCostly included
         raise
     except (
         ValueError,
@@ -213,6 +230,12 @@ TORCH_OPCODES = frozenset(
     )
 )
 _PUT = frozenset(("PUT", "BINPUT", "LONG_BINPUT"))
+# Calls that iterate their argument and hash its members.
+_HASHING_CALLS = frozenset(("builtins.set", "builtins.frozenset", "collections.Counter", "collections.OrderedDict"))
+# torch.Tensor and the legacy tensor classes (torch.FloatTensor(n) allocates n elements).
+_TENSOR_CLASS = re.compile(r"torch(\.cuda|\.sparse)?\.[A-Za-z0-9]*Tensor")
+_STORAGE_CLASSES = frozenset(("torch.storage.UntypedStorage", "torch.storage.TypedStorage"))
+_REBUILD_VIEW = frozenset(f"torch._utils._rebuild_tensor{v}" for v in ("", "_v2", "_v3"))
 _GET = frozenset(("GET", "BINGET", "LONG_BINGET"))
 
 
@@ -224,6 +247,12 @@ class _Machine:
         self.memo: dict[int, Any] = {}
         self.buffers: list[Call] = []
         self.foreign: set[str] = set()
+        assert reading.cost is not None
+        self.cost: Cost = reading.cost
+        # id(call) -> (call, what it rebuilds): the tensors the unpickler would make
+        self.tensors: dict[int, tuple[Any, TensorToken]] = {}
+        self._tree_sizes: dict[int, int] = {}
+        self._array_holders: dict[int, tuple[Any, bool]] = {}
 
     def finish(self) -> None:
         """What mmfix checks once a load has ended (see ``escapes``): every HistoryBuffer got its
@@ -342,7 +371,10 @@ class _Machine:
             cls = stack.pop()
             if isinstance(cls, Global) and cls.name in numpy_guard.NAMES:
                 self.problem(f"it creates {cls.name} with NEWOBJ; numpy never writes that")
+            tensor = self._charge_call(cls, args)  # cls.__new__(cls, *args): a tensor class allocates
             made = Call(cls, args)
+            if tensor is not None:
+                self.tensors[id(made)] = (made, tensor)
             if isinstance(cls, Global) and cls.name == _HISTORY_BUFFER:
                 self.buffers.append(made)  # each must get its state (see finish)
             stack.append(made)
@@ -384,6 +416,9 @@ class _Machine:
         if any(isinstance(key, (Array, Dtype)) for key in items[::2]):
             # The loader's stand-ins refuse to be hashed, as numpy's arrays do.
             self.problem("a numpy array or dtype is used as a dict key")
+        if isinstance(target, (Dict, Call)):
+            for key in items[::2]:
+                self.cost.insert(target, self._tensor(key) or key, "hashing dict keys")
         if isinstance(target, Dict):
             target.items.extend(zip(items[::2], items[1::2]))
         elif isinstance(target, Call):
@@ -418,8 +453,188 @@ class _Machine:
                 }
             )
 
-    # What mmfix's stand-ins would say at load time, said without building anything.
     def _call(self, func: Any, args: Any) -> Any:
+        tensor = self._charge_call(func, args)  # before any of the checks below loops over args
+        made = self._checked_call(func, args)
+        if tensor is not None:
+            self.tensors[id(made)] = (made, tensor)
+        return made
+
+    # What the unpickler's call would cost (see pickle_cost), charged before it is made.
+    def _holds_array(self, state: Any) -> bool:
+        """Memoised per state: one state set on many objects is looked through once."""
+        hit = self._array_holders.get(id(state))
+        if hit is not None and hit[0] is state:
+            return hit[1]
+        found = _holds_array(state)
+        self._array_holders[id(state)] = (state, found)
+        return found
+
+    def _tensor(self, token: Any) -> TensorToken | None:
+        hit = self.tensors.get(id(token))
+        return hit[1] if hit is not None and hit[0] is token else None
+
+    @staticmethod
+    def _members(token: Any) -> Any:
+        """What iterating a container token yields (a dict: its keys), or None."""
+        if isinstance(token, List):
+            return token.items
+        if isinstance(token, tuple):
+            return token
+        if isinstance(token, Dict):
+            return [k for k, _ in token.items]
+        if isinstance(token, Call) and token.items is not None:
+            return token.items[::2]
+        return None
+
+    def _length(self, token: Any) -> int:
+        if isinstance(token, Dict):
+            return len(token.items)
+        members = self._members(token)
+        if members is not None:
+            return len(members)
+        tensor = self._tensor(token)
+        if tensor is not None:
+            return tensor.rows * ROW_WORK
+        if isinstance(token, Array):
+            return token.rows * ROW_WORK
+        if isinstance(token, (str, bytes, numpy_guard.ByteCount)):
+            return len(token)
+        return 0
+
+    def _row_memory(self, token: Any) -> int:
+        """Iterating a tensor or an array makes a Python object per row, all held at once
+        (torch.Size and set() list them first)."""
+        tensor = self._tensor(token)
+        rows = tensor.rows if tensor is not None else token.rows if isinstance(token, Array) else 0
+        return rows * ROW_BYTES
+
+    def _tree_size(self, token: Any) -> int:
+        """Elements of nested lists and tuples counted as a tree (what torch.Tensor(data) walks):
+        memoised per token, so a shared sub-list costs its size at each use but is walked once."""
+        stack: list[tuple[Any, bool]] = [(token, False)]
+        sizes = self._tree_sizes
+        while stack:
+            node, children_done = stack.pop()
+            members = self._members(node) if isinstance(node, (List, tuple)) else None
+            if members is None or id(node) in sizes:
+                continue
+            if not children_done:
+                stack.append((node, True))
+                stack.extend((m, False) for m in members if isinstance(m, (List, tuple)) and id(m) not in sizes)
+                continue
+            total = 1
+            for m in members:
+                total += sizes.get(id(m), 1) if isinstance(m, (List, tuple)) else 1
+            sizes[id(node)] = min(total, 1 << 62)
+            self.cost.keep(node)
+        return sizes.get(id(token), 1)
+
+    def _charge_call(self, func: Any, args: Any) -> TensorToken | None:
+        """Charge what calling ``func(*args)`` makes the unpickler do; the tensor it rebuilds, if any."""
+        name = func.name if isinstance(func, Global) else None
+        if name is None or not isinstance(args, tuple):
+            return None
+        cost = self.cost
+        first = args[0] if args else None
+        short = name.rsplit(".", 1)[-1]
+        if name in _HASHING_CALLS:
+            n = self._length(first)
+            cost.charge(work=n, memory=self._row_memory(first), what=f"{short}() of {n:,} elements")
+            keys: Any
+            if name == "collections.OrderedDict" and not isinstance(first, Dict):
+                pairs = self._members(first) or ()
+                keys = [p[0] for p in pairs if isinstance(p, tuple) and len(p) == 2]
+            else:
+                keys = self._members(first) or ()
+            for key in keys:
+                cost.insert(args, self._tensor(key) or key, f"hashing the members of {short}()")
+            return None
+        if name == "torch.Size":
+            n = self._length(first)
+            cost.charge(work=n, memory=self._row_memory(first), what=f"torch.Size() of {n:,} elements")
+            return None
+        if name == "builtins.bytearray":
+            if type(first) is int:
+                cost.charge(memory=max(first, 0), what=f"bytearray({first:,})")
+            elif first is not None:
+                n = self._length(first)
+                cost.charge(work=n, memory=n + self._row_memory(first), what=f"bytearray() of {n:,} elements")
+            return None
+        if name == "_codecs.encode":
+            if not (len(args) == 2 and isinstance(first, str) and args[1] in ("latin1", "latin-1")):
+                codec = args[1] if len(args) > 1 and isinstance(args[1], str) else "?"
+                raise PickleTooCostly(
+                    f"it encodes with _codecs.encode(..., {label(codec)!r}); torch.save only ever encodes text as "
+                    "latin1, and other codecs double their input or take time quadratic in it"
+                )
+            return None
+        if name == "builtins.complex":
+            cost.charge(work=self._length(first) // 64)
+            return None
+        if _TENSOR_CLASS.fullmatch(name) or name in _STORAGE_CLASSES:
+            if args and all(type(a) is int for a in args):
+                n = 1
+                for a in args:
+                    n = min(1 << 62, n * max(a, 0))
+                cost.charge(memory=n * 8, what=f"{short}({', '.join(map(str, args[:4]))})")
+                return TensorToken(n, args[0] if len(args) > 1 else n, n)
+            n = sum(self._tree_size(a) for a in args if isinstance(a, (List, tuple)))
+            cost.charge(work=n, memory=n * 8, what=f"{short}() of {n:,} nested elements")
+            return None
+        if name in _REBUILD_VIEW:
+            size = args[2] if len(args) > 2 else None
+            elements = numel(size)
+            if elements is None:
+                return None
+            storage = first
+            pid = storage.pid if isinstance(storage, Storage) else None
+            stored = pid[4] if isinstance(pid, tuple) and len(pid) >= 5 and type(pid[4]) is int else 0
+            token = TensorToken(elements, _rows(size), min(elements, max(stored, 0)))
+            # A view with more elements than its storage holds overlaps itself (zero strides): free
+            # to make, but whatever iterates or copies it pays for every element.
+            cost.charge(
+                work=(elements - token.backed) // 16,
+                what=f"a tensor view of {elements:,} elements over {stored:,} stored",
+            )
+            return token
+        if name in ("torch._utils._rebuild_parameter", "torch._utils._rebuild_parameter_with_state"):
+            return self._tensor(first)
+        if name == "torch.nn.parameter.Parameter":
+            return self._tensor(first)
+        if name == "torch._tensor._rebuild_from_type_v2" and len(args) >= 3:
+            return self._charge_call(first, args[2])  # it calls func(*args)
+        if name == "torch._utils._rebuild_device_tensor_from_cpu_tensor":
+            tensor = self._tensor(first)
+            if tensor is None:
+                return None
+            excess = tensor.numel - tensor.backed  # .to(dtype, device) materialises every element
+            cost.charge(
+                work=excess // 16, memory=excess * 8, what=f"copying a tensor view of {tensor.numel:,} elements"
+            )
+            return TensorToken(tensor.numel, tensor.rows, tensor.numel)
+        if name == "torch._utils._rebuild_qtensor":
+            quantized = numel(args[2]) if len(args) > 2 else None
+            if quantized is not None:
+                cost.charge(memory=quantized * 4, what=f"a quantized tensor of {quantized:,} elements")
+                return TensorToken(quantized, _rows(args[2]), quantized)
+            return None
+        if name in ("torch._utils._rebuild_sparse_tensor", "torch._utils._rebuild_nested_tensor"):
+            parts = [a for arg in args for a in (arg if isinstance(arg, tuple) else (arg,))]
+            for part in parts:
+                tensor = self._tensor(part)
+                if tensor is not None:  # checked (and, nested, iterated) element by element
+                    excess = tensor.numel - tensor.backed
+                    cost.charge(work=excess // 16, memory=excess * 8, what=f"validating a {short[9:]}")
+            return None
+        if name in ("torch._utils._rebuild_meta_tensor_no_storage", "torch._utils._rebuild_wrapper_subclass"):
+            size = args[1] if name.endswith("no_storage") and len(args) > 1 else args[2] if len(args) > 2 else None
+            meta = numel(size)
+            return None if meta is None else TensorToken(meta, _rows(size), meta)  # nothing allocated; rows iterate
+        return None
+
+    # What mmfix's stand-ins would say at load time, said without building anything.
+    def _checked_call(self, func: Any, args: Any) -> Any:
         name = func.name if isinstance(func, Global) else None
         try:
             if name == "_codecs.encode":
@@ -467,7 +682,7 @@ class _Machine:
                         "size, stride, requires_grad, hooks); torch's own rebuild refuses them"
                     )
             elif name == "torch._tensor._rebuild_from_type_v2":
-                if isinstance(args, tuple) and len(args) == 4 and _holds_array(args[3]):
+                if isinstance(args, tuple) and len(args) == 4 and self._holds_array(args[3]):
                     raise numpy_guard._refuse(
                         "it puts numpy data in a tensor's attributes, where numpy never writes it"
                     )
@@ -512,6 +727,9 @@ class _Machine:
         return Call(func, args)
 
     def _build(self, inst: Any, state: Any) -> None:
+        # The unpickler sets each of the state's entries (a dict, or a (dict, slots) pair).
+        parts = state if isinstance(state, tuple) and len(state) == 2 else (state,)
+        self.cost.charge(work=sum(len(p.items) for p in parts if isinstance(p, Dict)), what="setting object states")
         if isinstance(inst, Call):
             inst.state = state if inst.state is None else (inst.state, state)
         try:
@@ -529,6 +747,7 @@ class _Machine:
                     raise numpy_guard._refuse("an array's dtype is used before its state was given")
                 numpy_guard.check_array_state(state, state[2].itemsize)
                 inst.built = True
+                inst.rows = state[1][0] if state[1] else 0
             elif isinstance(inst, Call) and isinstance(inst.func, Global) and inst.func.name == _HISTORY_BUFFER:
                 if inst.built:
                     raise numpy_guard._refuse("a HistoryBuffer's state is set twice")
@@ -541,7 +760,7 @@ class _Machine:
                 isinstance(inst, Call)
                 and isinstance(inst.func, Global)
                 and inst.func.name in ("collections.OrderedDict", "collections.Counter")
-                and _holds_array(state)
+                and self._holds_array(state)
             ):
                 self.problem("it puts numpy data in an OrderedDict's attributes, where numpy never writes it")
         except pickle.UnpicklingError as exc:
@@ -613,6 +832,11 @@ def _standins_held(root: Any) -> list[str]:
     return found
 
 
+def _rows(size: Any) -> int:
+    items = size if isinstance(size, tuple) else getattr(size, "items", ())
+    return items[0] if items and type(items[0]) is int and items[0] > 0 else 0
+
+
 def _ints(value: Any) -> bool:
     items = value.items if isinstance(value, List) else value if isinstance(value, tuple) else None
     return items is not None and all(type(n) is int for n in items)
@@ -633,6 +857,7 @@ def _tensor_v2_args(args: Any) -> bool:
 
 
 def _holds_array(state: Any) -> bool:
+    # Bounded by the state's size, which BUILD was charged for (see _build).
     items = state.items if isinstance(state, Dict) else state if isinstance(state, tuple) else ()
     return any(
         isinstance(v, Array) or (isinstance(v, tuple) and any(isinstance(x, Array) for x in v))

@@ -16,6 +16,7 @@ import zipfile
 from typing import Any
 
 from . import files, pickle_reader
+from .pickle_cost import Cost, PickleTooCostly
 
 ITEMSIZE = {
     "DoubleStorage": 8,
@@ -36,6 +37,7 @@ ITEMSIZE = {
     "UntypedStorage": 1,
 }
 _ALIGNMENT = 64  # torch >= 2.1 aligns every storage record; mmap needs it
+MAX_INFLATED = 64 << 20
 
 
 def _data_offset(raw: Any, header_offset: int) -> int:
@@ -129,14 +131,35 @@ def replay_file(source: Any, reading: pickle_reader.Reading, record_sizes: dict[
     """Read the pickle of ``source`` (a path or a seekable binary file) into ``reading``;
     returns facts about the container (mmap alignment)."""
     facts: dict[str, Any] = {"mmap_possible": False}
+    file_bytes = files.size_of(source)
     if fmt == "zip":
+        problem = files.raw_directory_problem(source)  # before zipfile parses it (see there)
+        if problem:
+            # Refused, not merely unreadable: torch's own zip reader may take the file, unchecked.
+            raise PickleTooCostly(problem)
         with zipfile.ZipFile(source) as archive:
             infos = archive.infolist()
             if len(infos) > files.MAX_ENTRIES:
                 raise pickle_reader.PickleUnreadable(f"its zip directory lists {len(infos):,} records")
-            pkl = next((i for i in infos if i.filename.endswith("data.pkl")), None)
+            pkl = _data_pkl(infos)
             if pkl is None:
                 raise pickle_reader.PickleUnreadable("the archive holds no data.pkl record")
+            if sum(i.filename == pkl.filename for i in infos) > 1:
+                raise PickleTooCostly(
+                    f"its zip directory lists {pkl.filename!r} twice, so which pickle is loaded depends on the reader"
+                )
+            if pkl.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+                # zipfile inflates bzip2 and lzma records in one step, past any budget; torch's
+                # reader (miniz) reads neither, and torch.save writes only stored records.
+                raise pickle_reader.PickleUnreadable(
+                    f"its pickle record is compressed with method {pkl.compress_type}, which torch cannot read"
+                )
+            if pkl.compress_type != zipfile.ZIP_STORED and pkl.file_size > MAX_INFLATED + 16 * pkl.compress_size:
+                # torch's reader inflates a record whole, into memory
+                raise PickleTooCostly(
+                    f"its pickle record inflates {pkl.compress_size:,} bytes into {pkl.file_size:,}; torch.save never "
+                    "compresses records, and loading it would allocate that much at once"
+                )
             prefix = pkl.filename[: -len("data.pkl")]
             aligned = isinstance(source, (str, os.PathLike))
             raw = open(source, "rb") if aligned else None
@@ -152,27 +175,51 @@ def replay_file(source: Any, reading: pickle_reader.Reading, record_sizes: dict[
                 if raw is not None:
                     raw.close()
             facts["mmap_possible"] = bool(aligned)
-            if pkl.file_size > pickle_reader.MAX_BYTES:
+            limit = pickle_reader.MAX_BYTES if reading.cost is None else max(pickle_reader.MAX_BYTES, pkl.file_size)
+            if pkl.file_size > limit:
                 raise pickle_reader.PickleUnreadable(
                     f"its pickle claims {pkl.file_size:,} bytes, more than mmfix reads"
                 )
             with archive.open(pkl) as stream:  # one read: ZipExtFile costs microseconds per call
-                data = stream.read(pickle_reader.MAX_BYTES + 1)
+                data = stream.read(limit + 1)
+            _bound(reading, len(data), file_bytes)
             pickle_reader.read(io.BytesIO(data), reading)
             return facts
     fh = open(source, "rb") if isinstance(source, (str, os.PathLike)) else source
     try:
         # The pickles come first, the storages' bytes after them: read a bounded head once
-        # (a byte-at-a-time readline on the file costs a microsecond a byte).
-        head = io.BytesIO(fh.read(pickle_reader.MAX_BYTES))
+        # (a byte-at-a-time readline on the file costs a microsecond a byte). The loader's check
+        # reads as far as torch would: the whole file if need be.
+        head = io.BytesIO(fh.read(pickle_reader.MAX_BYTES if reading.cost is None else -1))
     finally:
         if fh is not source:
             fh.close()
-    for _ in range(3):  # magic number, protocol version, sys info
-        pickle_reader.read(head, pickle_reader.Reading())
+    _bound(reading, len(head.getbuffer()), file_bytes)
+    for _ in range(3):  # magic number, protocol version, sys info: torch unpickles them too
+        pickle_reader.read(head, pickle_reader.Reading(cost=reading.cost, max_ops=reading.max_ops))
     reading.pid_items = 6
     pickle_reader.read(head, reading)
     return facts
+
+
+def _bound(reading: pickle_reader.Reading, pickle_bytes: int, file_bytes: int) -> None:
+    """What loading may cost, in proportion to this file (see pickle_cost); the reader may take as
+    many opcodes as the pickle has bytes, and time in proportion."""
+    if reading.cost is None:
+        reading.cost = Cost(pickle_bytes=pickle_bytes, file_bytes=file_bytes)
+    reading.cost.pickle_bytes = pickle_bytes
+    reading.cost.file_bytes = file_bytes
+    reading.max_ops = max(pickle_reader.MAX_OPS, pickle_bytes)
+    reading.max_seconds = pickle_reader.MAX_SECONDS + 2.0 * pickle_bytes / (1 << 20)
+
+
+def _data_pkl(infos: list[zipfile.ZipInfo]) -> zipfile.ZipInfo | None:
+    """The record torch reads: ``<archive name>/data.pkl``, the archive name being the folder of
+    the first record (PyTorchFileReader), and the first record of that name (miniz)."""
+    if not infos:
+        return None
+    name = infos[0].filename.split("/", 1)[0] + "/data.pkl"
+    return next((i for i in infos if i.filename == name), None)
 
 
 _last: tuple[tuple[Any, ...], tuple[pickle_reader.Reading, dict[str, int]]] | None = None
@@ -198,7 +245,10 @@ def _replay_uncached(source: Any) -> tuple[pickle_reader.Reading, dict[str, int]
     if not isinstance(source, (str, os.PathLike)):
         source.seek(0)
     head = files.read_head(source)
-    reading = pickle_reader.Reading()
+    size = files.size_of(source)
+    # Bounded in proportion to the file (see _bound): the loader's check, scan_globals and
+    # consistency_problem read what torch would, with the same verdict.
+    reading = pickle_reader.Reading(cost=Cost(pickle_bytes=size, file_bytes=size))
     sizes: dict[str, int] = {}
     try:
         replay_file(source, reading, sizes, files.file_format(head or b""))
@@ -206,6 +256,21 @@ def _replay_uncached(source: Any) -> tuple[pickle_reader.Reading, dict[str, int]
         if not isinstance(source, (str, os.PathLike)):
             source.seek(0)
     return reading, sizes
+
+
+def load_cost_problem(source: Any) -> str | None:
+    """Why loading ``source`` would do work or use memory out of proportion to its size, or None.
+
+    Run before every weights_only load (torch_load): the static reader follows the pickle
+    and charges what torch's unpickler would do (pickle_cost). Files it cannot read (damaged,
+    foreign) are left to the loader, which refuses them itself."""
+    try:
+        _replay_source(source)
+    except PickleTooCostly as exc:
+        return str(exc)
+    except Exception:  # damaged or foreign: the load that follows says what is wrong
+        return None
+    return None
 
 
 def scan_globals(source: Any) -> list[tuple[str, bool]]:

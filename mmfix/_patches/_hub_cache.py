@@ -7,6 +7,7 @@ directory: a file in the cache would write a file it names. Wrapped around torch
 ``_is_legacy_zip_format``, looked up at each call, so every alias of the loader passes here:
 
 * a FIFO, device or socket is a clear error before anything opens it;
+* a zip directory that would cost zipfile time out of proportion (huge extra fields) is refused;
 * a legacy zip loaded on MMEngine's behalf (or any caller's, with
   ``MMFIX_HOLD_WEIGHTS_ONLY=all``) is refused before it is extracted. torch.save never
   writes one; a user who trusts it can extract it and load the file it holds.
@@ -32,6 +33,19 @@ def checked_cache_file(
         raise CheckpointCorruptError(
             f"cannot load the cached checkpoint {files.describe_source(filename)}: {special}.",
             path=files.path_of(filename),
+        )
+    try:
+        # zipfile (which torch.hub uses here) takes time quadratic in a directory entry's extra field.
+        crafted = files.raw_directory_problem(filename)
+    except OSError:
+        crafted = None  # missing or unreadable: torch.hub says so itself
+    if crafted is not None:
+        raise CheckpointRefusedError(
+            f"refused to load the cached checkpoint {files.describe_source(filename)}: {crafted}. It was read "
+            "without being loaded (nothing in it ran); no real checkpoint looks like that, so this file is damaged "
+            "or very likely malicious: do not load it.",
+            path=files.path_of(filename),
+            globals_=(),
         )
     try:
         legacy = wrapped(*args, **kwargs)

@@ -106,6 +106,16 @@ def _patched_load(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, .
             f"cannot load checkpoint {files.describe_source(f)}: {special}.", path=files.path_of(f)
         )
 
+    if _weights_only_in_effect(kwargs, pickle_module):
+        costly = _cost_problem(f)
+        if costly is not None:
+            raise CheckpointRefusedError(
+                f"refused to load checkpoint {files.describe_source(f)}: {costly}. It was read without being "
+                "loaded (nothing in it ran); no real checkpoint looks like that, so this file is damaged or very "
+                "likely malicious: do not load it.",
+                path=files.path_of(f),
+            )
+
     # MMFIX_MMAP (auto: the ranks of a node share one sealed copy); see shared_load.
     location = _wrapping.argument(args, kwargs, 1, "map_location")
     load = shared_load.loader(wrapped, f, kwargs, settings.mmap, str(location) == "cpu")
@@ -148,6 +158,24 @@ def _patched_load(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, .
     finally:
         numpy_guard.discard(mark)  # a failed load's builders must not linger on this thread
         escapes.end(escaping)
+
+
+def _cost_problem(f: Any) -> str | None:
+    """What torch's safe unpickler would spend on ``f`` beyond its size (see pickle_cost), read
+    before it runs. A path, or a seekable file at its start (where torch.load reads it from);
+    a stream that cannot be rewound is loaded unchecked, as stock torch does."""
+    from .._checkpoint import replay
+
+    if not isinstance(f, (str, os.PathLike)):
+        try:
+            if f.tell() != 0 or not f.seekable():
+                return None
+        except Exception:
+            return None
+    try:
+        return replay.load_cost_problem(f)
+    except OSError:
+        return None  # missing or unreadable: torch.load says so itself
 
 
 def _rewind(f: Any) -> bool:
