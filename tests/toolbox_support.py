@@ -6,9 +6,9 @@ install skips these tests; CI sets REQUIRE_TOOLBOXES (1 for all, or a comma-sepa
 packages), so there they fail instead.
 
 MMPose imports xtcocotools (its COCO API) at import, whose only binary wheels are built for
-numpy 1; building it needs a C compiler, which the README's test command must not need. So the
-main environment (numpy 2) skips MMPose, and the matrix cell with numpy 1 (scripts/matrix.sh)
-runs its tests.
+numpy 1; building it needs a C compiler, which the README's test command must not need. So an
+environment with numpy 2 (CI's) skips the tests that run MMPose's tools, saying why; they run
+wherever xtcocotools imports (REQUIRE_TOOLBOXES=mmpose makes the skip a failure).
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def _missing(package: str, runs: bool) -> str | None:
         except (ImportError, ValueError) as exc:  # ValueError: built for numpy 1 ("dtype size changed")
             return (
                 f"MMPose needs xtcocotools, which is not usable here ({type(exc).__name__}: {exc}); its binary "
-                "wheels are built for numpy 1 (scripts/matrix.sh's numpy-1 cell runs the MMPose tests)"
+                "wheels are built for numpy 1; with numpy 1 and xtcocotools installed the MMPose tests run"
             )
     return None
 

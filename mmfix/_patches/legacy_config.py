@@ -179,12 +179,9 @@ def _merge_from_dict(wrapped: Callable[..., Any], cfg: Any, args: tuple[Any, ...
         except ConfigConversionError as exc:
             _fail(exc)
             raise
-        current = cfg.to_dict()
-        merged = copy.deepcopy(converted)
-        # Keep what the program set on the converted config since (train.py sets launcher, work_dir...).
-        for key, value in current.items():
-            if key not in state.converted or state.converted[key] != value:
-                merged[key] = value
+        # Keep what the program set on the converted config since (train.py sets launcher, work_dir;
+        # a script sets model.test_cfg.score_thr), key by key: the options win where both set one.
+        merged = reapply_edits(state.converted, cfg.to_dict(), converted)
         object.__setattr__(cfg, "_cfg_dict", ConfigDict(merged))
         object.__setattr__(cfg, _STATE, _Legacy(source.to_dict(), Config(converted).to_dict(), state.filename))
         _log.info(
@@ -195,3 +192,32 @@ def _merge_from_dict(wrapped: Callable[..., Any], cfg: Any, args: tuple[Any, ...
         args, kwargs = _wrapping.with_argument(args, kwargs, 0, "options", after)
         return wrapped(*args, **kwargs)
     return None
+
+
+_MISSING = object()
+
+
+def reapply_edits(old: dict[str, Any], current: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """``new`` (the 2.x config converted again, with the options) plus the edits a program made to
+    ``old`` (the earlier conversion) to get ``current``, found key by key through nested dicts:
+    a value it set, a key it added or deleted. Where the options changed the same key, they win
+    (they came later)."""
+    out = copy.deepcopy(new)
+
+    def walk(o: dict[str, Any], c: dict[str, Any], n: dict[str, Any], target: dict[str, Any]) -> None:
+        for key in list(c) + [k for k in o if k not in c]:
+            ov, cv, nv = o.get(key, _MISSING), c.get(key, _MISSING), n.get(key, _MISSING)
+            if cv is _MISSING:  # the program deleted it
+                if nv is not _MISSING and nv == ov:
+                    del target[key]
+            elif ov is _MISSING:  # the program added it
+                if nv is _MISSING:
+                    target[key] = copy.deepcopy(cv)
+            elif cv != ov:  # the program changed it
+                if isinstance(cv, dict) and isinstance(ov, dict) and isinstance(nv, dict):
+                    walk(ov, cv, nv, target[key])
+                elif nv is _MISSING or nv == ov:
+                    target[key] = copy.deepcopy(cv)
+
+    walk(old, current, new, out)
+    return out

@@ -348,3 +348,45 @@ def test_every_open_images_part_of_a_concatenated_training_set_gets_its_own_meta
     parts = out["train_dataloader"]["dataset"]["datasets"]
     assert [p["meta_file"] for p in parts] == ["ann/train-image-metas.pkl", "ann/b-image-metas.pkl"]
     assert sum("meta_file" in n for n in report.notes) == 2
+
+
+def test_a_programs_edits_survive_a_later_merge_key_by_key():
+    """Issue 22: after a script edits a loaded 2.x config, a following merge_from_dict re-converts
+    the 2.x source; the script's edits are kept key by key, and a key both set goes to the merge."""
+    from mmfix._patches.legacy_config import reapply_edits
+
+    old = {"model": {"test_cfg": {"score_thr": 0.05, "nms_pre": 1000, "nms": {"iou_threshold": 0.5}}}, "a": 1, "b": 2}
+    current = copy.deepcopy(old)
+    current["model"]["test_cfg"]["score_thr"] = 0.0  # the script's edit
+    current["model"]["test_cfg"]["nms"]["iou_threshold"] = 0.6  # and one the merge overrides
+    current["launcher"] = "pytorch"  # added
+    del current["b"]  # deleted
+    new = copy.deepcopy(old)
+    new["model"]["test_cfg"]["nms_pre"] = 123  # the merge's own changes
+    new["model"]["test_cfg"]["nms"]["iou_threshold"] = 0.7
+    assert reapply_edits(old, current, new) == {
+        "model": {"test_cfg": {"score_thr": 0.0, "nms_pre": 123, "nms": {"iou_threshold": 0.7}}},
+        "a": 1,
+        "launcher": "pytorch",
+    }
+
+
+def test_merge_after_an_edit_on_a_real_2x_config(tmp_path):
+    from conftest import clean_env, run_python
+
+    config = tmp_path / "retina_2x.py"
+    config.write_text(
+        f"_base_ = [{str(BASE / 'models/retinanet_r50_fpn.py')!r}, {str(BASE / 'datasets/coco_detection.py')!r},\n"
+        f"          {str(BASE / 'schedules/schedule_1x.py')!r}, {str(BASE / 'default_runtime.py')!r}]\n"
+        "optimizer = dict(type='SGD', lr=0.01, momentum=0.9, weight_decay=0.0001)\n"
+    )
+    code = f"""
+import mmfix
+from mmengine.config import Config
+cfg = Config.fromfile({str(config)!r})
+cfg.model.test_cfg.score_thr = 0.0
+cfg.merge_from_dict({{"model.test_cfg.nms_pre": 123, "data.samples_per_gpu": 3}})
+print(cfg.model.test_cfg.score_thr, cfg.model.test_cfg.nms_pre, cfg.train_dataloader.batch_size)
+"""
+    out = run_python(code, env=clean_env()).stdout.strip().splitlines()[-1]
+    assert out == "0.0 123 3", out
