@@ -11,7 +11,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from . import __version__, _settings
+from . import __version__, _log, _settings
 from . import _pth_installer as hook
 from ._ports import port_free
 from ._run import BOOTSTRAP_DIR
@@ -152,6 +152,7 @@ def mmcv_ops_report() -> dict[str, Any]:
     from ._ops import _ext, _table, _torchvision
     from ._patches import mmcv_ops
 
+    _log.said("mmcv-ops-supplied")  # the notice that mmfix supplies the ops: this report says it
     try:
         import mmcv.ops  # noqa: F401  (imports mmcv._ext: compiled, or mmfix's stand-in)
     except Exception as exc:

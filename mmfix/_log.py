@@ -91,6 +91,12 @@ def error(message: str, *, key: str | None = None, all_ranks: bool = False) -> b
     return log("ERROR", message, key=key, all_ranks=all_ranks)
 
 
+def said(key: str) -> None:
+    """Count the notice under ``key`` as shown (where the caller reports the same itself)."""
+    with _lock:
+        _seen.add(key)
+
+
 def forget() -> None:
     """Let every message be shown again (used by tests and by ``mmfix.enable()``)."""
     with _lock:

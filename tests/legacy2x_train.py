@@ -25,10 +25,9 @@ def parse_args():
 
 if __name__ == '__main__':
     args = parse_args()
-    print(
-        "RESULT "
-        + json.dumps(
-            {"args": vars(args), "LOCAL_RANK": os.environ.get("LOCAL_RANK"), "WORLD_SIZE": os.environ.get("WORLD_SIZE")}
-        ),
-        flush=True,
+    # One write per line: ranks share the pipe, and print() writes the line and its newline
+    # separately, so two ranks' lines could run together.
+    line = json.dumps(
+        {"args": vars(args), "LOCAL_RANK": os.environ.get("LOCAL_RANK"), "WORLD_SIZE": os.environ.get("WORLD_SIZE")}
     )
+    os.write(1, ("RESULT " + line + "\n").encode())

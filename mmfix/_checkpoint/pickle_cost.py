@@ -60,8 +60,14 @@ class PickleUnreadable(Exception):
 
 
 class PickleTooCostly(PickleUnreadable):
-    """Loading the pickle would do work or use memory out of proportion to the file (or it is
-    built so that what torch reads may differ from what was checked): the loader refuses it."""
+    """Loading the pickle would do work or use memory out of proportion to the file: the
+    loader refuses it."""
+
+
+class ContainerCrafted(PickleTooCostly):
+    """The container is built so that what torch reads may differ from what was checked, or
+    so that reading it costs out of proportion (a zip directory torch.save never writes):
+    the loader reports it as damaged, unread."""
 
 
 @dataclass(eq=False)

@@ -16,7 +16,7 @@ import zipfile
 from typing import Any
 
 from . import files, pickle_reader
-from .pickle_cost import Cost, PickleTooCostly
+from .pickle_cost import ContainerCrafted, Cost, PickleTooCostly
 
 ITEMSIZE = {
     "DoubleStorage": 8,
@@ -136,7 +136,7 @@ def replay_file(source: Any, reading: pickle_reader.Reading, record_sizes: dict[
         problem = files.raw_directory_problem(source)  # before zipfile parses it (see there)
         if problem:
             # Refused, not merely unreadable: torch's own zip reader may take the file, unchecked.
-            raise PickleTooCostly(problem)
+            raise ContainerCrafted(problem)
         with zipfile.ZipFile(source) as archive:
             infos = archive.infolist()
             if len(infos) > files.MAX_ENTRIES:
@@ -145,8 +145,9 @@ def replay_file(source: Any, reading: pickle_reader.Reading, record_sizes: dict[
             if pkl is None:
                 raise pickle_reader.PickleUnreadable("the archive holds no data.pkl record")
             if sum(i.filename == pkl.filename for i in infos) > 1:
-                raise PickleTooCostly(
-                    f"its zip directory lists {pkl.filename!r} twice, so which pickle is loaded depends on the reader"
+                raise ContainerCrafted(
+                    f"its zip directory lists the record {pkl.filename!r} twice, so which pickle is loaded depends on "
+                    "the reader (the file is damaged or crafted)"
                 )
             if pkl.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
                 # zipfile inflates bzip2 and lzma records in one step, past any budget; torch's
@@ -258,8 +259,9 @@ def _replay_uncached(source: Any) -> tuple[pickle_reader.Reading, dict[str, int]
     return reading, sizes
 
 
-def load_cost_problem(source: Any) -> str | None:
-    """Why loading ``source`` would do work or use memory out of proportion to its size, or None.
+def load_cost_problem(source: Any) -> tuple[str, bool] | None:
+    """Why loading ``source`` would do work or use memory out of proportion to its size (and
+    whether that is the container's damage rather than the pickle's cost), or None.
 
     Run before every weights_only load (torch_load): the static reader follows the pickle
     and charges what torch's unpickler would do (pickle_cost). Files it cannot read (damaged,
@@ -267,7 +269,7 @@ def load_cost_problem(source: Any) -> str | None:
     try:
         _replay_source(source)
     except PickleTooCostly as exc:
-        return str(exc)
+        return str(exc), isinstance(exc, ContainerCrafted)
     except Exception:  # damaged or foreign: the load that follows says what is wrong
         return None
     return None

@@ -40,12 +40,10 @@ def checked_cache_file(
     except OSError:
         crafted = None  # missing or unreadable: torch.hub says so itself
     if crafted is not None:
-        raise CheckpointRefusedError(
-            f"refused to load the cached checkpoint {files.describe_source(filename)}: {crafted}. It was read "
-            "without being loaded (nothing in it ran); no real checkpoint looks like that, so this file is damaged "
-            "or very likely malicious: do not load it.",
+        raise CheckpointCorruptError(
+            f"cannot load the cached checkpoint {files.describe_source(filename)}: {crafted}. It was read without "
+            "being loaded (nothing in it ran). Delete it from the cache to download it again.",
             path=files.path_of(filename),
-            globals_=(),
         )
     try:
         legacy = wrapped(*args, **kwargs)

@@ -109,8 +109,15 @@ def _patched_load(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, .
     if _weights_only_in_effect(kwargs, pickle_module):
         costly = _cost_problem(f)
         if costly is not None:
+            problem, container = costly
+            if container:
+                raise CheckpointCorruptError(
+                    f"cannot load checkpoint {files.describe_source(f)}: {problem}. It was read without being "
+                    "loaded (nothing in it ran).",
+                    path=files.path_of(f),
+                )
             raise CheckpointRefusedError(
-                f"refused to load checkpoint {files.describe_source(f)}: {costly}. It was read without being "
+                f"refused to load checkpoint {files.describe_source(f)}: {problem}. It was read without being "
                 "loaded (nothing in it ran); no real checkpoint looks like that, so this file is damaged or very "
                 "likely malicious: do not load it.",
                 path=files.path_of(f),
@@ -160,7 +167,7 @@ def _patched_load(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, .
         escapes.end(escaping)
 
 
-def _cost_problem(f: Any) -> str | None:
+def _cost_problem(f: Any) -> tuple[str, bool] | None:
     """What torch's safe unpickler would spend on ``f`` beyond its size (see pickle_cost), read
     before it runs. A path, or a seekable file at its start (where torch.load reads it from);
     a stream that cannot be rewound is loaded unchecked, as stock torch does."""

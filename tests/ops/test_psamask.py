@@ -217,14 +217,18 @@ def test_mmseg_psa_head(compiled_ext, mmfix_ext, psa_type):
     """MMSegmentation's PSAHead (PSANet's decode head) on either extension: outputs and gradients."""
     import_mmcv_ops(mmfix_ext)
     pytest.importorskip("mmseg", reason="MMSegmentation is installed with requirements/toolboxes.txt")
+    from mmengine.registry import DefaultScope
     from mmseg.models.decode_heads.psa_head import PSAHead
 
     torch.manual_seed(0)
-    # PSANet's geometry, scaled down: the mask is 2·(shrunk feature) - 1 on a side.
-    head = PSAHead(
-        mask_size=(9, 9), psa_type=psa_type, compact=False, shrink_factor=2, in_channels=16, channels=8,
-        num_classes=3, dropout_ratio=0.0, norm_cfg=dict(type="BN"),
-    )  # fmt: skip
+    # PSANet's geometry, scaled down: the mask is 2·(shrunk feature) - 1 on a side. Built in
+    # MMSegmentation's scope (its loss is looked up there): an earlier test in the same process
+    # may have left another toolbox's scope current.
+    with DefaultScope.overwrite_default_scope("mmseg"):
+        head = PSAHead(
+            mask_size=(9, 9), psa_type=psa_type, compact=False, shrink_factor=2, in_channels=16, channels=8,
+            num_classes=3, dropout_ratio=0.0, norm_cfg=dict(type="BN"),
+        )  # fmt: skip
     head.train()
     features = torch.randn(2, 16, 10, 10)
     grad = torch.randn(2, 3, 10, 10)
