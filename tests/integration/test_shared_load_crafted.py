@@ -630,3 +630,25 @@ def test_inspect_says_what_the_mapping_loaders_do(tmp_path: Path) -> None:
             assert lines and lines[0].startswith("mmap:       not possible"), (name, proc.stdout)
         else:
             assert "cannot inspect checkpoint" in proc.stderr and "Traceback" not in proc.stderr, (name, proc.stderr)
+
+
+# --- issue 19, item 4: costly files on the shared path --------------------------------------------
+
+
+def test_costly_files_are_refused_on_the_shared_path_too(tmp_path: Path) -> None:
+    """The cost check comes before the shared copy is made or used: two ranks of one job each
+    refuse every crafted file of ``cost_payloads`` within seconds, sharing nothing for those the
+    check refuses (the numpy one passes it and is refused by numpy's stand-in while loading)."""
+    import cost_payloads
+
+    built = cost_payloads.build(tmp_path)
+    # The one the check lets through last: the segment its load makes stays in the rank's maps.
+    files = dict(sorted(built.items(), key=lambda item: item[0] == "empty_array_2_40_rows_in_size"))
+    spec = [(path, "full") for _, path in files.values()]
+    for report, log in two_ranks(spec, f"costly-{tmp_path.name}"):
+        assert report["acted"] == [], report["acted"]
+        for name, got in zip(files, report["results"]):
+            assert got.get("error") in ("CheckpointRefusedError", "CheckpointCorruptError"), (name, got, log[-2000:])
+            assert got["seconds"] < 10, (name, got)
+            if "nothing in it ran" in got["message"]:  # refused by the check: before any copy was made
+                assert not got["shared"] and not got["file_mapped"], (name, got)
