@@ -746,6 +746,9 @@ def _renamed_arguments(model: dict[str, Any], report: Report) -> None:
         )
 
 
+_ALL_PAIRS = 2**31 - 1
+
+
 def _restructured_cfgs(model: dict[str, Any], report: Report) -> None:
     """train_cfg / test_cfg entries that 3.x reads from another place (or that 2.x hard-coded)."""
     test_cfg = model.get("test_cfg")
@@ -771,6 +774,15 @@ def _restructured_cfgs(model: dict[str, Any], report: Report) -> None:
             if key in panoptic:
                 rcnn[key] = panoptic.pop(key)
                 report.moved(f"model.test_cfg.panoptic.{key}", f"model.test_cfg.rcnn.{key}")
+    if head.get("type") == "YOLOV3Head" and isinstance(test_cfg, dict) and test_cfg.get("nms_pre", -1) != -1:
+        # 2.x's YOLOV3Head.get_bboxes never read nms_pre (only its ONNX export did); 3.x's keeps
+        # only the top nms_pre (box, class) pairs before NMS. Every pair keeps 2.x's detections.
+        # (-1 cannot say "all" there: filter_scores_and_topk would slice off the last pair.)
+        test_cfg["nms_pre"] = _ALL_PAIRS
+        report.note(
+            f"model.test_cfg.nms_pre: 2.x's YOLOV3Head never read it; 3.x keeps only that many (box, class) "
+            f"pairs before NMS, so it is set to {_ALL_PAIRS} (all of them) to give 2.x's detections"
+        )
     if head.get("type") == "FCOSHead" and isinstance(model.get("train_cfg"), dict):
         # FCOSHead assigns its own targets and never read train_cfg, in 2.x or 3.x.
         model.pop("train_cfg")

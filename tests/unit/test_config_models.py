@@ -233,3 +233,14 @@ def test_htc_family_masks_are_not_batch_padded_as_in_3x_and_it_is_said():
     assert any("pad_mask left out" in note for note in report.notes)
     model = build(out["model"])
     assert model.data_preprocessor.pad_mask is False
+
+
+def test_yolov3_keeps_every_pair_before_nms_as_2x_did():
+    """Issue 22: 2.x's YOLOV3Head never read test_cfg.nms_pre (1000 in the official config); 3.x's
+    keeps only that many (box, class) pairs before NMS, which changes the detections. The
+    converted config keeps all of them, and says so."""
+    out, report = converted("yolo/yolov3_d53_mstrain-608_273e_coco.py")
+    assert out["model"]["test_cfg"]["nms_pre"] == 2**31 - 1
+    assert any("2.x's YOLOV3Head never read it" in note for note in report.notes)
+    model = build(out["model"])
+    assert model.bbox_head.test_cfg.nms_pre == 2**31 - 1
