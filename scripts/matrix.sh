@@ -9,7 +9,9 @@
 #
 # Each cell: a fresh venv under $MMFIX_MATRIX_DIR/<cell> (default /tmp/mmfix-matrix), the cell's
 # pinned requirements plus `-e .` plus requirements/test.txt's test tools (its own torch, MMEngine,
-# numpy and wrapt pins are the cell's to choose; ruff and mypy are the lint run's, not a cell's),
+# numpy and wrapt pins are the cell's to choose; ruff and mypy are the lint run's, not a cell's)
+# plus requirements/mmdet.txt (mmcv-lite and MMDetection, pure Python: the `not slow` suite's ops
+# tests drive mmfix's ops through mmcv's Python API and fail without mmcv, see EXTRA_REQUIREMENTS),
 # then `python -m pytest -q -m "not slow"` and the checkpoint-security tests (SECURITY_TESTS,
 # which are marked slow and need MMEngine). Prints PASS/FAIL per cell with the time taken (install
 # + tests) and exits non-zero if any cell fails. The pip output and each pytest run's full output
@@ -44,6 +46,11 @@ SECURITY_TESTS=(
     tests/integration/test_bounded_cost.py
     tests/unit/test_pickle_cost.py
 )
+
+# Installed in every cell: without mmcv, `-m "not slow"` has 58 failures and 4 errors
+# (ModuleNotFoundError: No module named 'mmcv', tests/ops_support.py:172, and
+# mmfix/_configs/_image_metas.py:130 from tests/unit/test_image_metas.py).
+EXTRA_REQUIREMENTS=(requirements/mmdet.txt)
 
 # Packages whose versions each cell pins itself; requirements/test.txt's other lines are its test tools.
 CELL_OWNED="torch mmengine numpy wrapt"
@@ -118,11 +125,14 @@ run_cell() {
     py=$(field "$row" 2)
     read -r -a reqs <<<"$(field "$row" 4)"
     mapfile -t tools < <(test_tools)
+    local -a extra=()
+    local f
+    for f in "${EXTRA_REQUIREMENTS[@]}"; do extra+=(-r "$f"); done
     venv=$ROOT/$name
     log=$ROOT/$name.log
     mkdir -p "$ROOT"
     : >"$log"
-    echo "== $name: Python $py; ${reqs[*]}; + -e . ${tools[*]}"
+    echo "== $name: Python $py; ${reqs[*]}; + -e . ${tools[*]} ${extra[*]}"
     t0=$SECONDS
     if ! python=$(find_python "$py"); then
         echo "   no Python $py on this machine (PATH or pyenv)"
@@ -130,7 +140,8 @@ run_cell() {
     fi
     rm -rf "$venv"
     "$python" -m venv "$venv" >>"$log" 2>&1 || { echo "   venv failed (see $log)"; return 1; }
-    if ! "$venv/bin/python" -m pip install --progress-bar off "${reqs[@]}" "${tools[@]}" -e "$REPO" >>"$log" 2>&1; then
+    if ! "$venv/bin/python" -m pip install --progress-bar off "${reqs[@]}" "${tools[@]}" \
+        "${extra[@]}" -e "$REPO" >>"$log" 2>&1; then
         echo "   install failed after $((SECONDS - t0)) s; the end of $log:"
         tail -n 25 "$log" | sed 's/^/   | /'
         return 1
@@ -142,7 +153,7 @@ run_cell() {
     } >>"$log" 2>&1
     echo "   installed in ${t_install} s: $("$venv/bin/python" -c '
 import sys, importlib.metadata as m
-names = ("torch", "wrapt", "mmengine", "numpy")
+names = ("torch", "wrapt", "mmengine", "numpy", "mmcv-lite", "mmdet")
 print("Python %d.%d.%d" % sys.version_info[:3], *("%s %s" % (n, m.version(n)) for n in names))' 2>&1)"
 
     # The tests, in the cell's environment (its bin/ first on PATH: the tests run mmfix-run and
