@@ -26,18 +26,23 @@ REPO=$(pwd)
 ROOT=${MMFIX_MATRIX_DIR:-/tmp/mmfix-matrix}
 
 # One row per cell: name | python | ci | pip requirements (space-separated, no spaces inside one).
-#  ci = yes: run by `matrix.sh ci`; heavy: download-heavy (multi-GB CUDA torch from PyPI), `all` or by name only.
+#  ci = yes: run by `matrix.sh ci`; no: by `all` or by name only. py39 and py313 download their
+#  torch and its CUDA libraries from PyPI (~3 GB: 1-2 min here, measured 30-57 MB/s) but, like
+#  every cell, take ~15 min on 2 cores (the security tests ~10 of them), more than CI's 90 min leave
+#  beside the main suite and the two CI cells.
 CELLS=(
     # The newest releases: torch 2.14.1 (its CUDA build, from this machine's local index), wrapt 2.x.
-    "newest | 3.11 | yes   | torch==2.14.1 wrapt>=2,<3 mmengine==0.10.7 numpy>=2"
+    "newest | 3.11 | yes | torch==2.14.1 wrapt>=2,<3 mmengine==0.10.7 numpy>=2"
     # pyproject.toml's floors: torch 2.4 (add_safe_globals), wrapt 1.14, MMEngine 0.10.0.
-    # wrapt 1.14.0 has no cp311 wheel: pip builds it from its sdist (gcc; without one wrapt falls
-    # back to its pure-Python implementation). numpy<2: torch 2.4.1's wheels were built against
-    # numpy 2 but MMEngine 0.10.0 (Oct 2023) predates numpy 2; the oldest cell keeps the stack of its time.
-    "oldest | 3.11 | yes   | torch==2.4.1 wrapt==1.14.0 mmengine==0.10.0 numpy<2"
-    # Python's floor and ceiling. torch 2.8.0 is the last release with cp39 wheels; numpy 2.0.2 the last for 3.9.
-    "py39   | 3.9  | heavy | torch==2.8.0 wrapt>=2,<3 mmengine==0.10.7 numpy>=2"
-    "py313  | 3.13 | heavy | torch==2.14.1 wrapt>=2,<3 mmengine==0.10.7 numpy>=2"
+    # wrapt 1.14.0 has no cp311 wheel: pip builds it from its sdist (with its C extension; gcc).
+    # numpy<2: MMEngine 0.10.0 (Oct 2023) predates numpy 2, so this cell keeps the stack of its
+    # time; opencv-python<4.12 because 4.12+ requires numpy>=2 (without the pin pip downloads and
+    # rejects five opencv-python releases, ~350 MB, before settling on 4.11).
+    "oldest | 3.11 | yes | torch==2.4.1 wrapt==1.14.0 mmengine==0.10.0 numpy<2 opencv-python<4.12"
+    # Python's floor and ceiling. torch 2.8.0 is the last release with cp39 wheels (numpy 2.0.2
+    # the last numpy); 3.13 gets torch 2.14.1's cp313 wheel from PyPI.
+    "py39   | 3.9  | no  | torch==2.8.0 wrapt>=2,<3 mmengine==0.10.7 numpy>=2"
+    "py313  | 3.13 | no  | torch==2.14.1 wrapt>=2,<3 mmengine==0.10.7 numpy>=2"
 )
 
 SECURITY_TESTS=(
