@@ -37,8 +37,9 @@ CELLS=(
     # On torch 2.4.1 this cell FAILS (measured 2026-12-02): torch < 2.6 defaults torch.load to
     # weights_only=False, which mmfix passes through (payloads run), its (object, name) allowlist
     # entries need a newer add_safe_globals, mappable.py imports torch.utils.serialization, and
-    # embedding_bag hits an autograd assert (carafe). The floor in pyproject.toml is to be raised;
-    # this row then follows it.
+    # embedding_bag hits an autograd assert (carafe). Tried torch 2.6.0 (same other pins): only
+    # tests/unit/test_shared_copy_checks.py fails (torch.utils.serialization is torch 2.7+). The
+    # floor in pyproject.toml is to be raised; this row then follows it.
     # wrapt 1.14.0 has no cp311 wheel: pip builds it from its sdist (with its C extension; gcc).
     # numpy<2: MMEngine 0.10.0 (Oct 2023) predates numpy 2, so this cell keeps the stack of its
     # time; opencv-python<4.12 because 4.12+ requires numpy>=2 (without the pin pip downloads and
