@@ -60,6 +60,10 @@ def _make_hook(state: _PatchState) -> Any:
             if state.hook is not hook:  # disabled (or re-enabled) since registration
                 return
             state.hook = None
+            unsupported = _unsupported_torch()
+            if unsupported is not None:
+                state.state, state.reason = SKIPPED, unsupported
+                return
             try:
                 __import__(module_name)
                 patch = sys.modules[module_name]
@@ -85,6 +89,53 @@ def _make_hook(state: _PatchState) -> Any:
                 _log.debug(f"patch {state.name!r} applied")
 
     return hook
+
+
+#: The oldest torch mmfix holds its promises on (pyproject.toml says the same): weights_only=True
+#: became torch.load's default in 2.6 (before it, a plain torch.load runs a file's code whatever
+#: mmfix allows), add_safe_globals takes (object, name) pairs from 2.5, and the check that a
+#: mapped load reads what a plain load reads needs torch.utils.serialization (2.7).
+OLDEST_TORCH = (2, 7)
+
+
+_torch_checked: list[str | None] = []
+
+
+def _unsupported_torch() -> str | None:
+    """Why the installed torch is too old for mmfix (said once, as an error), or None. Read from
+    the imported module, or from the installed package's metadata: this never imports torch."""
+    if not _torch_checked:
+        _torch_checked.append(_torch_problem())
+    return _torch_checked[0]
+
+
+def _torch_problem() -> str | None:
+    torch = sys.modules.get("torch")
+    version = getattr(torch, "__version__", None)
+    if version is None:
+        try:
+            from importlib.metadata import version as installed
+
+            version = installed("torch")
+        except Exception:
+            return None
+    try:
+        parts = tuple(int(p) for p in str(version).split("+")[0].split(".")[:2])
+    except ValueError:
+        return None
+    if parts >= OLDEST_TORCH:
+        return None
+    reason = (
+        f"torch {version} is older than {OLDEST_TORCH[0]}.{OLDEST_TORCH[1]}, the oldest mmfix supports "
+        "(before 2.6 a plain torch.load runs a checkpoint's code; mmfix's checks need 2.7)"
+    )
+    _log.error(
+        f"mmfix is off: {reason}. Upgrade torch (pip install 'torch>=2.7'), or uninstall mmfix; nothing of "
+        "it is applied in this process.",
+        key="unsupported-torch",
+        all_ranks=True,
+    )
+    return reason
 
 
 def _rollback(state: _PatchState) -> None:

@@ -33,18 +33,18 @@ ROOT=${MMFIX_MATRIX_DIR:-/tmp/mmfix-matrix}
 CELLS=(
     # The newest releases: torch 2.14.1 (its CUDA build, from this machine's local index), wrapt 2.x.
     "newest | 3.11 | yes | torch==2.14.1 wrapt>=2,<3 mmengine==0.10.7 numpy>=2"
-    # pyproject.toml's floors: torch 2.4 (add_safe_globals), wrapt 1.14, MMEngine 0.10.0.
-    # On torch 2.4.1 this cell FAILS (measured 2026-12-02): torch < 2.6 defaults torch.load to
-    # weights_only=False, which mmfix passes through (payloads run), its (object, name) allowlist
-    # entries need a newer add_safe_globals, mappable.py imports torch.utils.serialization, and
-    # embedding_bag hits an autograd assert (carafe). Tried torch 2.6.0 (same other pins): only
-    # tests/unit/test_shared_copy_checks.py fails (torch.utils.serialization is torch 2.7+). The
-    # floor in pyproject.toml is to be raised; this row then follows it.
+    # pyproject.toml's floors: torch 2.7, wrapt 1.14, MMEngine 0.10.0. The floor was torch 2.4
+    # until this matrix ran it (2026-12-02): on torch 2.4.1, torch.load defaults to
+    # weights_only=False before 2.6 (a plain load ran a payload through mmfix), its (object, name)
+    # allowlist entries need a newer add_safe_globals, mappable.py imports torch.utils.serialization,
+    # and embedding_bag hits an autograd assert (carafe); on 2.6.0 only
+    # tests/unit/test_shared_copy_checks.py failed (torch.utils.serialization is torch 2.7+). On an
+    # older torch mmfix now applies nothing and says so at import. Not yet run on 2.7.1.
     # wrapt 1.14.0 has no cp311 wheel: pip builds it from its sdist (with its C extension; gcc).
     # numpy<2: MMEngine 0.10.0 (Oct 2023) predates numpy 2, so this cell keeps the stack of its
     # time; opencv-python<4.12 because 4.12+ requires numpy>=2 (without the pin pip downloads and
     # rejects five opencv-python releases, ~350 MB, before settling on 4.11).
-    "oldest | 3.11 | yes | torch==2.4.1 wrapt==1.14.0 mmengine==0.10.0 numpy<2 opencv-python<4.12"
+    "oldest | 3.11 | yes | torch==2.7.1 wrapt==1.14.0 mmengine==0.10.0 numpy<2 opencv-python<4.12"
     # Python's floor and ceiling. torch 2.8.0 is the last release with cp39 wheels (numpy 2.0.2
     # the last numpy); 3.13 gets torch 2.14.1's cp313 wheel from PyPI.
     "py39   | 3.9  | no  | torch==2.8.0 wrapt>=2,<3 mmengine==0.10.7 numpy>=2"

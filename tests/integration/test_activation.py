@@ -282,3 +282,26 @@ print(json.dumps({"mmengine": has, "loaded": out["w"].sum().item(),
     assert out["mmengine"] is False and out["loaded"] == 2.0
     assert out["states"]["torch_load"] == "active"
     assert out["states"]["mmengine_checkpoint"] == "pending"
+
+
+def test_a_torch_older_than_mmfix_supports_gets_nothing_and_one_clear_error(tmp_path) -> None:
+    """pyproject.toml's floor (torch 2.7; scripts/matrix.sh measured 2.4.1 and 2.6.0 failing) is
+    said at import on an older torch, and no patch is applied. The old torch is a stand-in
+    package here (a real 2.4 is the matrix's to install): only its version is read."""
+    fake = tmp_path / "torch"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("__version__ = '2.4.1'\nload = lambda *a, **k: 'stock load'\n")
+    meta = tmp_path / "torch-2.4.1.dist-info"  # what mmfix reads before torch is imported
+    meta.mkdir()
+    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.4.1\n")
+    code = """
+import json, mmfix, torch
+print(json.dumps({"load": torch.load("x"), "states": {k: v["state"] for k, v in mmfix.status()["patches"].items()}}))
+"""
+    env = clean_env(PYTHONPATH=str(tmp_path))
+    proc = run_python(code, env=env)
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["load"] == "stock load"  # torch.load left as it is
+    assert out["states"]["torch_load"] == "skipped" and out["states"]["cuda_device"] == "skipped"
+    assert "active" not in out["states"].values()
+    assert proc.stderr.count("mmfix is off: torch 2.4.1 is older than 2.7") == 1, proc.stderr
