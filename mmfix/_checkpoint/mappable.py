@@ -99,6 +99,11 @@ def check(path: str) -> Layout | str:
         if getattr(config.load, "calculate_storage_offsets", False):
             # offsets are then computed from miniz's writing habits, not read from the file
             return "torch.utils.serialization.config.load.calculate_storage_offsets is set"
+        if not reader_reports_placement():
+            return (
+                f"torch {torch.__version__}'s zip reader cannot say where it places records (newer torch can), "
+                "so it cannot be checked that a mapped load reads what a plain load reads"
+            )
         with open(path, "rb") as fh:
             size = os.fstat(fh.fileno()).st_size
             directory = _directory(fh.fileno(), size)
@@ -109,6 +114,15 @@ def check(path: str) -> Layout | str:
             return _layout(reader, *directory, size)
     except Exception as exc:  # a verdict, never a failed load: torch's reader raises RuntimeError, files OSError
         return f"its zip archive cannot be read ({type(exc).__name__}: {str(exc)[:200]})"
+
+
+def reader_reports_placement() -> bool:
+    """Whether torch's zip reader reports each record's size and header offset (not torch 2.7's):
+    without them a mapped load is never checked, and the ranks read their own copies."""
+    import torch
+
+    reader = torch._C.PyTorchFileReader
+    return all(hasattr(reader, m) for m in ("get_record_size", "get_record_header_offset", "get_record_offset"))
 
 
 def _layout(reader: Any, entries: dict[str, _Entry], directory_at: int, size: int) -> Layout | str:

@@ -19,6 +19,12 @@ import torch
 from mmfix._checkpoint import mappable, peers
 from zip_crafting import Tensor, checkpoint
 
+needs_placement = pytest.mark.skipif(
+    not mappable.reader_reports_placement(),
+    reason="this torch's zip reader does not report where records lie (torch 2.7): mapped loads are never checked "
+    "there, and the ranks read their own copies",
+)
+
 
 def records_of(*sizes: int, seed: int = 0) -> tuple[dict[str, bytes], dict[str, Tensor]]:
     gen = torch.Generator().manual_seed(seed)
@@ -42,6 +48,7 @@ def records_of(*sizes: int, seed: int = 0) -> tuple[dict[str, bytes], dict[str, 
         ("not a zip", "no zip directory record"),
     ],
 )
+@needs_placement
 def test_verdicts(tmp_path: Path, case: str, reason: str | None) -> None:
     path = tmp_path / "c.pth"
     records, tensors = records_of(100, 300)
@@ -73,6 +80,7 @@ def test_verdicts(tmp_path: Path, case: str, reason: str | None) -> None:
         assert isinstance(verdict, str) and reason in verdict, verdict
 
 
+@needs_placement
 def test_zip64_directory_gives_the_same_layout(tmp_path: Path) -> None:
     records, tensors = records_of(100, 300, 5)
     checkpoint(tmp_path / "32.pth", tensors, records)
@@ -82,6 +90,7 @@ def test_zip64_directory_gives_the_same_layout(tmp_path: Path) -> None:
     assert small.spans == wide.spans  # the records come before the directory: same offsets
 
 
+@needs_placement
 def test_mappable_verdict_is_what_a_mapped_load_confirms(tmp_path: Path) -> None:
     """Randomised crafted files: wherever mmfix says a mapped load reads what a plain load reads,
     stock torch's mapped and plain loads give the same tensors, and none aliases another."""
