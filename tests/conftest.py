@@ -33,6 +33,15 @@ TEST = EXAMPLES / "tools" / "test.py"
 CONFIG = EXAMPLES / "configs" / "toy_det.py"
 
 
+def sigint_as_in_a_terminal() -> None:
+    """A ``preexec_fn`` for processes a test sends SIGINT to: its default action, as under a
+    terminal. A shell starts background jobs with SIGINT ignored (``nohup .ci/run &``), a child
+    inherits that, and Python then installs no KeyboardInterrupt handler: Ctrl-C would do nothing."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def clean_env(**overrides: str | None) -> dict[str, str]:
     """The test process's environment without any MMFIX_* or launcher variables."""
     drop = (

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, clean_env, run
+from conftest import REPO, clean_env, run, sigint_as_in_a_terminal
 
 SCRIPT = """
 import json, os, sys
@@ -249,6 +249,7 @@ def test_mmfix_run_passes_exit_codes_and_signals(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         text=True,
         env=clean_env(),
+        preexec_fn=sigint_as_in_a_terminal,
     )
     assert sleeper.stdout.readline().strip() == "up"
     sleeper.send_signal(signal.SIGINT)

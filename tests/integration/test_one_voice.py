@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, TRAIN, clean_env, run
+from conftest import REPO, TRAIN, clean_env, run, sigint_as_in_a_terminal
 
 pytestmark = pytest.mark.slow  # launched jobs
 
@@ -75,6 +75,7 @@ def test_ctrl_c_of_a_launched_job_prints_at_most_one_line_per_rank(tmp_path: Pat
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=sigint_as_in_a_terminal,
     )
     try:
         deadline = time.monotonic() + 240
