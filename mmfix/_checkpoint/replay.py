@@ -186,21 +186,43 @@ def replay_file(source: Any, reading: pickle_reader.Reading, record_sizes: dict[
             _bound(reading, len(data), file_bytes)
             pickle_reader.read(io.BytesIO(data), reading)
             return facts
+    # The pickles come first, the storages' bytes after them: read a bounded head once (a
+    # byte-at-a-time readline on the file costs a microsecond a byte). The loader's check reads
+    # as far as torch would: if the pickles run past the head, the whole file.
+    checking = reading.cost is not None
+    head = _read_from_start(source, pickle_reader.MAX_BYTES)
+    try:
+        _legacy_pickles(head, reading, file_bytes)
+    except pickle_reader.PickleTooCostly:
+        raise
+    except pickle_reader.PickleUnreadable:
+        if not (checking and len(head) == pickle_reader.MAX_BYTES < file_bytes):
+            raise
+        reading.__dict__.update(pickle_reader.Reading(cost=Cost(pickle_bytes=0, file_bytes=file_bytes)).__dict__)
+        _legacy_pickles(_read_from_start(source, -1), reading, file_bytes)
+    return facts
+
+
+def _read_from_start(source: Any, n: int) -> bytes:
     fh = open(source, "rb") if isinstance(source, (str, os.PathLike)) else source
     try:
-        # The pickles come first, the storages' bytes after them: read a bounded head once
-        # (a byte-at-a-time readline on the file costs a microsecond a byte). The loader's check
-        # reads as far as torch would: the whole file if need be.
-        head = io.BytesIO(fh.read(pickle_reader.MAX_BYTES if reading.cost is None else -1))
+        if fh is source:
+            fh.seek(0)
+        return bytes(fh.read(n))
     finally:
         if fh is not source:
             fh.close()
-    _bound(reading, len(head.getbuffer()), file_bytes)
-    for _ in range(3):  # magic number, protocol version, sys info: torch unpickles them too
+
+
+def _legacy_pickles(data: bytes, reading: pickle_reader.Reading, file_bytes: int) -> None:
+    """torch's legacy format: magic number, protocol version and sys info, then the object, each
+    a pickle torch unpickles (so each is charged to the same cost)."""
+    head = io.BytesIO(data)
+    _bound(reading, len(data), file_bytes)
+    for _ in range(3):
         pickle_reader.read(head, pickle_reader.Reading(cost=reading.cost, max_ops=reading.max_ops))
     reading.pid_items = 6
     pickle_reader.read(head, reading)
-    return facts
 
 
 def _bound(reading: pickle_reader.Reading, pickle_bytes: int, file_bytes: int) -> None:

@@ -129,3 +129,25 @@ def test_swapping_numpy_values_visits_each_container_once(monkeypatch: pytest.Mo
     out = numpy_guard._resolve(root, ())
     assert isinstance(out[-1], np.ndarray) and out[0] is shared
     assert len(calls) <= 4, len(calls)  # each container twice at most, not once per reference
+
+
+def test_legacy_format_files_are_checked_to_their_end(tmp_path: Path) -> None:
+    """torch's pre-1.6 format has no record to size the pickle by: the check reads a 64 MiB head,
+    and the whole file when the pickles run past it (a padding string cannot hide a cost)."""
+    legit = tmp_path / "legit.pth"
+    torch.save({"w": torch.ones(3), "meta": {"epoch": 1}}, legit, _use_new_zipfile_serialization=False)
+    assert replay.load_cost_problem(legit) is None
+
+    def legacy(path: Path, body: bytes) -> Path:
+        header = b"".join(
+            pickle.dumps(x, protocol=2)
+            for x in (0x1950A86A20F9469CFC6C, 1001, {"protocol_version": 1001, "little_endian": True})
+        )
+        path.write_bytes(header + b"\x80\x02" + body + b"." + pickle.dumps([], protocol=2))
+        return path
+
+    chain = cost_payloads.EMPTY_DICT + cost_payloads.tuple_chain(60) + cost_payloads.NONE + cost_payloads.SETITEM
+    assert replay.load_cost_problem(legacy(tmp_path / "small.pth", chain)) is not None
+    padded = cost_payloads.tup(cost_payloads.s("x" * (65 << 20)), chain)
+    problem = replay.load_cost_problem(legacy(tmp_path / "padded.pth", padded))
+    assert problem is not None and "elementary steps" in problem[0], problem
