@@ -1,0 +1,141 @@
+"""2.x state-dict layouts that MMDetection 3.x changed, as data, and the one function that applies them.
+
+A 2.x checkpoint of a family 3.x rebuilt (YOLACT's semantic branch moved; DETR, Deformable DETR,
+MaskFormer and Mask2Former were restructured) does not fit the 3.x model's parameter names, and
+MMEngine would load it with a warning and leave the unmatched layers at random. Each ``Layout``
+below is one family's rename table: a ``marker`` (a key only that family's 2.x state dicts have)
+and ``renames``, ordered ``(2.x key pattern, 3.x replacement)`` rows for ``re.sub`` — the first row
+whose pattern matches a key renames it; keys no row matches are kept. A family whose tensors must
+be reshaped or split (not only renamed) adds a ``reshape`` function, applied after the renames.
+
+Pure: no torch import, no I/O; the state dict's values are passed through untouched (a reshape
+gets them and returns new ones). The loaders' patch (``_patches/legacy_checkpoint.py``) and
+``mmfix convert-checkpoint`` call ``upgrade``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping
+
+Reshape = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One family's 2.x → 3.x parameter layout."""
+
+    name: str  # shown to users: "YOLACT (MMDetection 2.x)"
+    marker: str  # regex: a key that only this family's 2.x state dicts have (re.search)
+    renames: tuple[tuple[str, str], ...]  # (2.x key regex, 3.x replacement), first match wins
+    reshape: Reshape | None = None  # after the renames, for tensors 3.x stores differently
+    note: str = ""  # what else differs, said once when the layout is applied
+    _compiled: tuple[tuple[re.Pattern[str], str], ...] = field(default=(), init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_compiled", tuple((re.compile(p), r) for p, r in self.renames))
+
+    def matches(self, keys: Iterable[str]) -> bool:
+        marker = re.compile(self.marker)
+        return any(marker.search(k) for k in keys)
+
+    def rename(self, key: str) -> str:
+        for pattern, replacement in self._compiled:
+            if pattern.search(key):
+                return pattern.sub(replacement, key, count=1)
+        return key
+
+
+# --- the table: one row per family ---------------------------------------------------------------
+
+# YOLACT: 2.x's YOLACTSegmHead was a head of its own (``segm_head``); 3.x's YOLACTProtonet holds it
+# as ``mask_head.segm_branch``. Nothing else moved (checked key for key against MMDetection 2.28.2's
+# yolact_r50_1x8_coco state dict).
+YOLACT = Layout(
+    name="YOLACT (MMDetection 2.x)",
+    marker=r"^segm_head\.segm_conv\.",
+    renames=((r"^segm_head\.", "mask_head.segm_branch."),),
+)
+
+LAYOUTS: tuple[Layout, ...] = (YOLACT,)
+
+
+@dataclass
+class Upgrade:
+    """What ``upgrade`` did: the new state dict and, per layout applied, how many keys it renamed."""
+
+    state_dict: dict[str, Any]
+    applied: list[tuple[Layout, int]]
+
+    @property
+    def changed(self) -> bool:
+        return any(n for _, n in self.applied)
+
+
+def upgrade(
+    state_dict: Mapping[str, Any],
+    target_keys: Iterable[str] | None = None,
+    layouts: Iterable[Layout] = LAYOUTS,
+) -> Upgrade:
+    """Rename a 2.x state dict's keys to the 3.x layout of every family whose marker it carries.
+
+    ``target_keys``: the keys of the model it will be loaded into, when there is one. Then a key
+    is renamed only where the new name is one the model has and the old one is not (a model that
+    kept a 2.x name keeps it; nothing is renamed towards a key the model lacks), so a wrong guess
+    of the family can never make a load worse. Without a model (``mmfix convert-checkpoint``),
+    every rename of each matching layout applies.
+
+    The result keeps the input's key order (renamed keys take their old key's place) and its
+    ``_metadata`` attribute, with the metadata's module prefixes renamed alike.
+    """
+    keys = list(state_dict)
+    target = None if target_keys is None else set(target_keys)
+    applied: list[tuple[Layout, int]] = []
+    current: dict[str, Any] = dict(state_dict)
+    for layout in layouts:
+        if not layout.matches(current):
+            continue
+        renamed: dict[str, Any] = {}
+        count = 0
+        for key, value in current.items():
+            new = layout.rename(key)
+            if new != key and (target is None or (new in target and key not in target)):
+                count += 1
+                renamed[new] = value
+            else:
+                renamed[key] = value
+        if layout.reshape is not None:
+            renamed = layout.reshape(renamed)
+            count = max(count, sum(1 for k in renamed if k not in current))
+        if count:
+            applied.append((layout, count))
+            current = renamed
+    out: Any = current if applied else dict((k, state_dict[k]) for k in keys)
+    metadata = getattr(state_dict, "_metadata", None)
+    if metadata is not None:
+        out = _with_metadata(out, metadata, [layout for layout, _ in applied])
+    return Upgrade(out, applied)
+
+
+def _with_metadata(state_dict: dict[str, Any], metadata: Mapping[str, Any], applied: list[Layout]) -> Any:
+    # torch's ``_metadata`` maps module prefixes ("segm_head.segm_conv") to versions, which some
+    # modules' _load_from_state_dict read: keep each under its module's new name.
+    from collections import OrderedDict
+
+    out: Any = OrderedDict(state_dict)
+    meta: Any = OrderedDict()
+    for prefix, value in metadata.items():
+        new = prefix
+        for layout in applied:
+            new = layout.rename(prefix + ".")[:-1] if prefix else prefix
+            if new != prefix:
+                break
+        meta[new] = value
+    out._metadata = meta
+    return out
+
+
+def describe(applied: list[tuple[Layout, int]]) -> str:
+    """One line: which 2.x layouts were converted, and how many keys each renamed."""
+    return "; ".join(f"{layout.name}: {n} key(s) renamed to the 3.x layout" for layout, n in applied)
