@@ -12,7 +12,7 @@ import posixpath
 from typing import Any
 
 from .._errors import ConfigConversionError
-from . import _engine
+from . import _engine, _mmdet_detr
 from ._image_metas import OPEN_IMAGES, raw_sets
 from ._report import Report
 
@@ -807,6 +807,7 @@ def convert_model(src: dict[str, Any], out: dict[str, Any], report: Report, stat
             report.moved(key, f"model.{key}")
     _pretrained(model, report)
     _renamed_arguments(model, report)
+    _mmdet_detr.convert(model, report)
     if "data_preprocessor" not in model:
         pre: dict[str, Any] = {"type": "DetDataPreprocessor"}
         norm = state.normalize
@@ -855,7 +856,9 @@ def convert_model(src: dict[str, Any], out: dict[str, Any], report: Report, stat
     ):
         # 2.x one-stage heads sampled with PseudoSampler implicitly; 3.x spells it out.
         train_cfg["sampler"] = {"type": "PseudoSampler"}
-    _match_costs(model.get("train_cfg"), "xywh")
+    # 2.x's BBoxL1Cost defaulted to box_format='xyxy' wherever it was used (3.x's DETRHead's own
+    # default assigner says 'xywh', but a config's cost keeps the 2.x default).
+    _match_costs(model.get("train_cfg"), "xyxy")
     if state.seg_scale_factor is not None:
         head = model.get("roi_head", {}).get("semantic_head")
         if isinstance(head, dict):
