@@ -58,7 +58,45 @@ YOLACT = Layout(
     renames=((r"^segm_head\.", "mask_head.segm_branch."),),
 )
 
-LAYOUTS: tuple[Layout, ...] = (YOLACT,)
+# DETR and Deformable DETR: 2.x kept the transformer, the queries and (DETR) the input projection
+# inside the head, with mmcv's generic layers (``attentions.i`` in operation order, ``ffns.0``); 3.x
+# holds them on the detector with named layers (``self_attn``, ``cross_attn``, ``ffn``; the norms keep
+# their indices). The tensors are the same (nn.MultiheadAttention's packed in_proj in both, the same
+# Linear shapes), so renames suffice; checked key for key, and prediction for prediction, against
+# MMDetection 2.28.2's state dicts of the official configs (tests/integration/test_rebuilt_families_detr.py).
+_DETR_TRANSFORMER: tuple[tuple[str, str], ...] = (
+    (r"^bbox_head\.transformer\.(encoder|decoder)\.layers\.(\d+)\.attentions\.0\.", r"\1.layers.\2.self_attn."),
+    (r"^bbox_head\.transformer\.decoder\.layers\.(\d+)\.attentions\.1\.", r"decoder.layers.\1.cross_attn."),
+    (r"^bbox_head\.transformer\.(encoder|decoder)\.layers\.(\d+)\.ffns\.0\.", r"\1.layers.\2.ffn."),
+    (r"^bbox_head\.transformer\.(encoder|decoder)\.", r"\1."),  # the norms, DETR's decoder post_norm
+    (r"^bbox_head\.query_embedding\.", "query_embedding."),
+)
+
+DETR = Layout(
+    name="DETR (MMDetection 2.x)",
+    marker=r"^bbox_head\.input_proj\.",  # only 2.x's DETRHead projected inside the head
+    renames=(
+        # 2.x's 1x1 input projection (a Conv2d with bias) is 3.x's ChannelMapper neck.
+        (r"^bbox_head\.input_proj\.", "neck.convs.0.conv."),
+        *_DETR_TRANSFORMER,
+    ),
+)
+
+DEFORMABLE_DETR = Layout(
+    name="Deformable DETR (MMDetection 2.x)",
+    marker=r"^bbox_head\.transformer\.level_embeds$",
+    renames=(
+        *_DETR_TRANSFORMER,
+        (r"^bbox_head\.transformer\.level_embeds$", "level_embed"),
+        (r"^bbox_head\.transformer\.reference_points\.", "reference_points_fc."),  # one-stage
+        (r"^bbox_head\.transformer\.enc_output\.", "memory_trans_fc."),  # two-stage from here on
+        (r"^bbox_head\.transformer\.enc_output_norm\.", "memory_trans_norm."),
+        (r"^bbox_head\.transformer\.pos_trans\.", "pos_trans_fc."),
+        (r"^bbox_head\.transformer\.pos_trans_norm\.", "pos_trans_norm."),
+    ),
+)
+
+LAYOUTS: tuple[Layout, ...] = (YOLACT, DETR, DEFORMABLE_DETR)
 
 
 @dataclass
