@@ -100,6 +100,10 @@ def _convert_2x(cfg: Any, filename: str) -> Any:
         env_variables=getattr(cfg, "env_variables", None),
     )
     object.__setattr__(new, _STATE, _Legacy(source, new.to_dict(), filename))
+    if isinstance(converted.get("model"), dict):
+        from .legacy_checkpoint import note_model_from_2x
+
+        note_model_from_2x(converted["model"].get("type"))
     _log.info(
         f"{filename} is an MMDetection 2.x config: converted to 3.x in memory ({report.summary()}). "
         f"`mmfix convert-config {filename} -o NEW.py` writes the result out; add --diff to see each key.",
