@@ -109,6 +109,8 @@ def _convert_2x(cfg: Any, filename: str) -> Any:
         f"`mmfix convert-config {filename} -o NEW.py` writes the result out; add --diff to see each key.",
         key=f"legacy-config:{filename}",
     )
+    for text in report.differences:
+        _log.warning(f"{filename}: {text}.", key=f"legacy-config-differs:{text}")
     _say_missing_meta_files(converted, filename)
     return new
 
