@@ -106,7 +106,7 @@ def _load_state_dict(wrapped: Callable[..., Any], instance: Any, args: tuple[Any
     except Exception as exc:  # a bug of ours must not stop a load: MMEngine's own behaviour
         _log.error(f"could not check the state dict's layout ({type(exc).__name__}: {exc}); loading it as is.")
         return wrapped(*args, **kwargs)
-    if why_strict is None:
+    if why_strict is None or not hasattr(target, "register_load_state_dict_post_hook"):
         return wrapped(*args, **kwargs)
     found: dict[str, list[str]] = {}
 
