@@ -468,6 +468,30 @@ def _class(path: str) -> str:
     return ".".join(folded.split(".")[:5])
 
 
+def build_converted(model: dict[str, Any], root: str) -> Any:
+    """Build a converted model with MMDetection 3.x's registry, as the Runner passes it (attribute
+    access), from the 2.x tree's root, where a 2.x teacher_config path ('configs/gfl/...') points.
+    Returns ("built" | "built without the teacher's download", the model)."""
+    from mmdet.registry import MODELS
+    from mmdet.utils import register_all_modules
+    from mmengine.config import ConfigDict
+
+    register_all_modules()
+    here = os.getcwd()
+    os.chdir(root)
+    try:
+        try:
+            return "built", MODELS.build(ConfigDict(model))
+        except URLError:
+            # Knowledge distillation (LD, LAD) downloads the teacher's weights while building;
+            # without a network, build the same structure and count it apart.
+            if not str(model.get("teacher_ckpt", "")).startswith(("http://", "https://")):
+                raise
+            return "built without the teacher's download", MODELS.build(ConfigDict(model, teacher_ckpt=None))
+    finally:
+        os.chdir(here)
+
+
 def timing(config: str, runs: int) -> tuple[float, float, float]:
     """Median ms of Config.fromfile stock vs with conversion (paired, interleaved), and classify on the 3.x result."""
     from mmengine.config import Config
@@ -568,30 +592,10 @@ def main() -> int:
             kept_classes_of_pair.append(frozenset(pair_kept))
         if args.build:
             try:
-                from mmdet.registry import MODELS
-                from mmdet.utils import register_all_modules
-
-                register_all_modules()
-                from mmengine.config import ConfigDict
-
-                # As the Runner passes it (attribute access); from the 2.x tree's root, where a 2.x
-                # teacher_config path ('configs/gfl/...') points.
-                here = os.getcwd()
-                os.chdir(os.path.dirname(configs2))
-                try:
-                    try:
-                        MODELS.build(ConfigDict(cfg2["model"]))
-                    except URLError:
-                        # Knowledge distillation (LD, LAD) downloads the teacher's weights while building;
-                        # without a network, build the same structure and count it apart.
-                        if not str(cfg2["model"].get("teacher_ckpt", "")).startswith(("http://", "https://")):
-                            raise
-                        MODELS.build(ConfigDict(cfg2["model"], teacher_ckpt=None))
-                        built_without_download.append(name)
-                    else:
-                        built += 1
-                finally:
-                    os.chdir(here)
+                if build_converted(cfg2["model"], os.path.dirname(configs2))[0] == "built":
+                    built += 1
+                else:
+                    built_without_download.append(name)
             except Exception as exc:
                 build_failed += 1
                 build_errors.append((name, f"{type(exc).__name__}: {exc}"[:160]))

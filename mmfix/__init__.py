@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover
 _LAZY_ERRORS = (
     "CheckpointCorruptError",
     "CheckpointError",
+    "CheckpointMismatchError",
     "CheckpointRefusedError",
     "CheckpointSaveError",
     "ConfigConversionError",

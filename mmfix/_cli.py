@@ -230,6 +230,31 @@ def _cmd_convert_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_convert_checkpoint(args: argparse.Namespace) -> int:
+    from ._checkpoint.convert2x import convert_checkpoint
+    from ._errors import CheckpointError
+
+    if not os.path.isfile(args.old):
+        raise MmfixUsageError(f"mmfix convert-checkpoint: {args.old!r} is not a file.")
+    if args.config and not os.path.isfile(args.config):
+        raise MmfixUsageError(f"mmfix convert-checkpoint: --config {args.config!r} is not a file.")
+    if os.path.exists(args.new) and not args.force:
+        raise MmfixUsageError(
+            f"mmfix convert-checkpoint: {args.new!r} exists; give another path, or --force to replace it."
+        )
+    try:
+        done = convert_checkpoint(args.old, args.new, args.config)
+    except CheckpointError as exc:
+        text = str(exc)
+        print(text if text.startswith("mmfix") else f"mmfix convert-checkpoint: {text}", file=sys.stderr)
+        return 1
+    if done.written:
+        print(f"wrote {args.new}: {done.summary}", file=sys.stderr)
+    else:
+        print(f"mmfix convert-checkpoint: {done.summary}; nothing written.", file=sys.stderr)
+    return 0
+
+
 def _cmd_image_metas(args: argparse.Namespace) -> int:
     from ._configs._image_metas import is_url, open_images_sets, write_meta_file
 
@@ -365,6 +390,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", help="the 3.x config to write (default: print it)")
     p.add_argument("--diff", action="store_true", help="show the conversion key by key")
     p.set_defaults(func=_cmd_convert_config)
+
+    p = _sub(
+        sub,
+        "convert-checkpoint",
+        "write an MMDetection 2.x checkpoint in the 3.x layout of its family (YOLACT …)",
+        "Loads may do this in memory (mmfix renames a 2.x state dict whose layers 3.x moved); this writes "
+        "it out, atomically, for tools without mmfix. With --config, the renamed state dict is checked key "
+        "for key against that config's model (2.x configs are converted first) and nothing is written if "
+        "any key is missing or unexpected.",
+    )
+    p.add_argument("old", help="the 2.x checkpoint (.pth)")
+    p.add_argument("new", help="the checkpoint to write")
+    p.add_argument("--config", help="the model's config (2.x or 3.x): rename towards its keys and check them all")
+    p.add_argument("--force", action="store_true", help="replace NEW if it exists")
+    p.set_defaults(func=_cmd_convert_checkpoint)
 
     p = _sub(
         sub,

@@ -52,6 +52,10 @@ class CheckpointRefusedError(CheckpointError, pickle.UnpicklingError):
         self.globals = globals_
 
 
+class CheckpointMismatchError(CheckpointError):
+    """A 2.x run's checkpoint leaves model parameters missing or keys unused (MMEngine would only warn)."""
+
+
 class DeviceAssignmentError(RuntimeError):
     """A worker's LOCAL_RANK names a GPU this process cannot see."""
 
@@ -108,6 +112,7 @@ PUBLIC = (
     CheckpointError,
     CheckpointCorruptError,
     CheckpointRefusedError,
+    CheckpointMismatchError,
     DeviceAssignmentError,
     UnusedParametersError,
     CheckpointSaveError,

@@ -55,6 +55,11 @@ DOCUMENTED = {
         "0",
         "1 turns DDP's find_unused_parameters on automatically (with a notice of its cost).",
     ),
+    "MMFIX_PARTIAL_LOAD": (
+        "0",
+        "1 keeps MMEngine's warning when a 2.x run's checkpoint leaves model keys missing or unexpected "
+        "(default: one error naming them).",
+    ),
     "MMFIX_MEMORY_REPORT": ("0", "1 prints every rank's peak memory at the end of a run, flagging outliers."),
     "MMFIX_LEGACY_ANY_PARSER": (
         "0",
@@ -175,6 +180,7 @@ class Settings:
         "shared_load_wait",
         "find_unused_parameters",
         "memory_report",
+        "partial_load",
         "legacy_any_parser",
         "allow_cpu_oversubscribe",
         "ops_torchvision",
@@ -193,6 +199,7 @@ class Settings:
     shared_load_wait: float
     find_unused_parameters: bool
     memory_report: bool
+    partial_load: bool
     legacy_any_parser: bool
     allow_cpu_oversubscribe: bool
     ops_torchvision: bool
@@ -212,6 +219,7 @@ class Settings:
             "shared_load_wait": _seconds(env, "MMFIX_SHARED_LOAD_WAIT", 300.0),
             "find_unused_parameters": _bool(env, "MMFIX_FIND_UNUSED_PARAMETERS", False),
             "memory_report": _bool(env, "MMFIX_MEMORY_REPORT", False),
+            "partial_load": _bool(env, "MMFIX_PARTIAL_LOAD", False),
             "legacy_any_parser": _bool(env, "MMFIX_LEGACY_ANY_PARSER", False),
             "allow_cpu_oversubscribe": _bool(env, "MMFIX_ALLOW_CPU_OVERSUBSCRIBE", False),
             "ops_torchvision": _bool(env, "MMFIX_OPS_TORCHVISION", True),

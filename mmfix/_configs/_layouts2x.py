@@ -177,3 +177,24 @@ def _with_metadata(state_dict: dict[str, Any], metadata: Mapping[str, Any], appl
 def describe(applied: list[tuple[Layout, int]]) -> str:
     """One line: which 2.x layouts were converted, and how many keys each renamed."""
     return "; ".join(f"{layout.name}: {n} key(s) renamed to the 3.x layout" for layout, n in applied)
+
+
+_SHOWN = 12  # keys named in a mismatch message, of each kind
+
+
+def _names(keys: list[str]) -> str:
+    shown = ", ".join(keys[:_SHOWN])
+    return shown + (f" … and {len(keys) - _SHOWN} more" if len(keys) > _SHOWN else "")
+
+
+def mismatch_message(model: str, missing: list[str], unexpected: list[str], consequence: str) -> str:
+    """One paragraph: which keys of a state dict and a model do not meet, and ``consequence``."""
+    parts = []
+    if missing:
+        parts.append(f"{len(missing)} parameter(s) of the model are not in the checkpoint ({_names(missing)})")
+    if unexpected:
+        parts.append(f"{len(unexpected)} key(s) of the checkpoint are not in the model ({_names(unexpected)})")
+    return (
+        f"mmfix: the checkpoint does not fit {model}: {'; '.join(parts)}. {consequence} Check that the "
+        "checkpoint belongs to this config (the same model); `mmfix inspect CKPT` lists its keys."
+    )

@@ -347,10 +347,12 @@ def _flip_aug(
             "scale_factor": t.get("scale_factor"),
             "inner": inner_steps,
         }
-        report.note(
+        report.differs(
             f"{where}: 2.x tested with test-time augmentation (scales {scale_list}, flip={flip}); 3.x runs "
             "TTA only with `tools/test.py --tta`: tta_model and tta_pipeline are written for it, and the "
-            "plain test pipeline uses the first scale without flip"
+            "plain test pipeline uses the first scale without flip. With --tta, 3.x's DetTTAModel merges each "
+            "scale's final (post-NMS) detections and runs NMS again, where 2.x's aug_test merged all scales' "
+            "boxes and scores before its one NMS: the merged detections differ from 2.x's"
         )
     report.moved(f"{where}: MultiScaleFlipAug", "Resize + PackDetInputs")
     return out
@@ -795,6 +797,19 @@ def _restructured_cfgs(model: dict[str, Any], report: Report) -> None:
 _MASKS_CROPPED_PER_ROI = frozenset({"HybridTaskCascade", "SCNet"})
 
 
+#: Detectors whose 3.x code (not their config) computes test results differently from 2.x's:
+#: no config key can keep the 2.x meaning, so conversion says so once, naming the difference.
+_CODE_DIFFERENCES = {
+    # 2.x MaskScoringRoIHead.get_mask_scores / CocoDataset._segm2json (2.28.2) against 3.3.0's
+    # MaskIoUHead.predict_by_feat: the same product, applied to the masks only in 2.x.
+    "MaskScoringRCNN": (
+        "MaskScoringRCNN: 3.x multiplies every detection's score by its predicted mask IoU, for boxes and "
+        "masks alike; 2.x used that product for the masks only and kept the classification score for the "
+        "boxes, so bbox results and bbox mAP differ from 2.x's (segm results agree)"
+    ),
+}
+
+
 def convert_model(src: dict[str, Any], out: dict[str, Any], report: Report, state: _State) -> None:
     model = src.pop("model", None)
     if model is None:
@@ -808,6 +823,8 @@ def convert_model(src: dict[str, Any], out: dict[str, Any], report: Report, stat
     _pretrained(model, report)
     _renamed_arguments(model, report)
     _mmdet_detr.convert(model, report)
+    if model.get("type") in _CODE_DIFFERENCES:
+        report.differs(_CODE_DIFFERENCES[model["type"]])
     if "data_preprocessor" not in model:
         pre: dict[str, Any] = {"type": "DetDataPreprocessor"}
         norm = state.normalize

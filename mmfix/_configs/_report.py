@@ -12,6 +12,7 @@ class Report:
         self.converted: list[tuple[str, str]] = []  # (2.x key, 3.x key)
         self.dropped: list[tuple[str, str]] = []  # (2.x key, why)
         self.notes: list[str] = []
+        self.differences: list[str] = []  # where 3.x's code gives other results than 2.x's (also notes)
 
     def moved(self, old: str, new: str) -> None:
         if (old, new) not in self.converted:
@@ -24,6 +25,12 @@ class Report:
     def note(self, text: str) -> None:
         if text not in self.notes:
             self.notes.append(text)
+
+    def differs(self, text: str) -> None:
+        """A note the user must see when the config loads: 3.x's code computes something else."""
+        self.note(text)
+        if text not in self.differences:
+            self.differences.append(text)
 
     def as_dict(self) -> dict[str, Any]:
         return {"converted": list(self.converted), "dropped": list(self.dropped), "notes": list(self.notes)}

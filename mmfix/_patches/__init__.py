@@ -96,6 +96,12 @@ PATCHES: dict[str, Patch] = {
             "MMDetection 2.x config files load as their 3.x equivalent; 2.x keys in 3.x configs are applied, never ignored",
         ),
         Patch(
+            "legacy_checkpoint",
+            "mmengine.runner",
+            "2.x checkpoints of families 3.x rebuilt are renamed to the 3.x layout in memory; "
+            "a 2.x run's checkpoint that leaves keys missing or unexpected is an error, not a warning",
+        ),
+        Patch(
             "mmcv_ops",
             "mmcv",
             "without compiled mmcv ops (mmcv-lite), mmcv._ext is supplied by mmfix's PyTorch ops; compiled ops win",

@@ -100,11 +100,17 @@ def _convert_2x(cfg: Any, filename: str) -> Any:
         env_variables=getattr(cfg, "env_variables", None),
     )
     object.__setattr__(new, _STATE, _Legacy(source, new.to_dict(), filename))
+    if isinstance(converted.get("model"), dict):
+        from .legacy_checkpoint import note_model_from_2x
+
+        note_model_from_2x(converted["model"].get("type"))
     _log.info(
         f"{filename} is an MMDetection 2.x config: converted to 3.x in memory ({report.summary()}). "
         f"`mmfix convert-config {filename} -o NEW.py` writes the result out; add --diff to see each key.",
         key=f"legacy-config:{filename}",
     )
+    for text in report.differences:
+        _log.warning(f"{filename}: {text}.", key=f"legacy-config-differs:{text}")
     _say_missing_meta_files(converted, filename)
     return new
 

@@ -91,6 +91,7 @@ def test_public_names_are_exactly_all_and_every_module_is_private() -> None:
     assert sorted(mmfix.__all__) == sorted(set(mmfix.__all__))
     assert set(mmfix.__all__) == {
         "CheckpointCorruptError",
+        "CheckpointMismatchError",
         "CheckpointError",
         "CheckpointRefusedError",
         "CheckpointSaveError",

@@ -244,3 +244,53 @@ def test_yolov3_keeps_every_pair_before_nms_as_2x_did():
     assert any("2.x's YOLOV3Head never read it" in note for note in report.notes)
     model = build(out["model"])
     assert model.bbox_head.test_cfg.nms_pre == 2**31 - 1
+
+
+def test_ms_rcnn_says_3x_rescores_boxes_too():
+    """Issue 22: 3.x multiplies every detection's score by the predicted mask IoU (boxes included);
+    2.x did so for the masks only. No config key keeps 2.x's meaning: the conversion says so."""
+    out, report = converted("ms_rcnn/ms_rcnn_r50_fpn_1x_coco.py")
+    assert out["model"]["type"] == "MaskScoringRCNN"
+    assert any("bbox results and bbox mAP differ from 2.x's" in text for text in report.differences)
+    build(out["model"])
+
+
+def test_multi_scale_flip_tta_says_how_3x_merges(tmp_path):
+    from mmdet_support import MMDET2_BASE
+
+    config = tmp_path / "tta_2x.py"
+    config.write_text(f"""
+_base_ = ['{MMDET2_BASE}/models/retinanet_r50_fpn.py', '{MMDET2_BASE}/datasets/coco_detection.py']
+img_norm_cfg = dict(mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375], to_rgb=True)
+data = dict(test=dict(pipeline=[
+    dict(type='LoadImageFromFile'),
+    dict(type='MultiScaleFlipAug', img_scale=[(1333, 800), (666, 400)], flip=True, transforms=[
+        dict(type='Resize', keep_ratio=True), dict(type='RandomFlip'), dict(type='Normalize', **img_norm_cfg),
+        dict(type='Pad', size_divisor=32), dict(type='ImageToTensor', keys=['img']),
+        dict(type='Collect', keys=['img'])])]))
+""")
+    from mmengine.config import Config
+
+    fromfile = getattr(Config.fromfile, "__wrapped__", Config.fromfile)
+    out, report = convert(fromfile(str(config)).to_dict())
+    assert out["tta_model"]["type"] == "DetTTAModel"
+    assert any("merges each scale's final (post-NMS) detections" in text for text in report.differences)
+
+
+def test_a_difference_of_3x_code_is_said_when_the_config_loads(tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import clean_env
+
+    code = "import mmfix; from mmengine.config import Config; Config.fromfile(__import__('sys').argv[1])"
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(CONFIGS / "ms_rcnn" / "ms_rcnn_r50_fpn_1x_coco.py")],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stderr.count("bbox results and bbox mAP differ from 2.x's") == 1, proc.stderr[-2000:]
+    assert " - mmfix - WARNING - " in proc.stderr

@@ -1,0 +1,171 @@
+"""2.x checkpoints load into 3.x models: renamed where 3.x moved a family's layers, strictly for 2.x runs.
+
+MMEngine loads a state dict with ``strict=False`` by default and only logs the keys that did not
+match, so a 2.x checkpoint of a family 3.x rebuilt (YOLACT, DETR, MaskFormer …) would train or
+test with those layers at random. Two wrappers fix that:
+
+* ``mmengine.runner.checkpoint.load_state_dict`` -- which ``load_checkpoint``, ``Runner.load_checkpoint``,
+  ``Runner.resume``, ``init_cfg=Pretrained``, the inferencers and ``tools/test.py`` all reach
+  through ``_load_checkpoint_to_model`` -- renames a state dict that carries a 2.x layout of
+  ``_configs._layouts2x`` to the 3.x names the model has, in memory;
+* where the load belongs to a 2.x run (the checkpoint's ``meta`` says MMDetection 2.x, or the
+  model is of a type mmfix built from a converted 2.x config in this process), keys still
+  missing or unexpected afterwards are one clear error instead of a warning.
+  ``MMFIX_PARTIAL_LOAD=1`` keeps MMEngine's warning for users who mean a partial load.
+
+Size mismatches stay MMEngine's warning: fine-tuning on another number of classes is a 2.x
+habit (``load_from`` a COCO model), and its head's shapes differ by design.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from typing import Any, Callable
+
+from .. import _log, _wrapping
+from .._errors import CheckpointMismatchError
+
+_swaps = _wrapping.SwapSet()
+
+#: The model types (class names) of the 2.x configs converted in this process.
+_models_from_2x: set[str] = set()
+#: Set around a load whose checkpoint's meta says MMDetection 2.x (the version it names).
+_checkpoint_2x: contextvars.ContextVar[str | None] = contextvars.ContextVar("mmfix_checkpoint_2x", default=None)
+
+
+def note_model_from_2x(model_type: Any) -> None:
+    """Called by the legacy_config patch for every 2.x config it converts."""
+    if isinstance(model_type, str):
+        _models_from_2x.add(model_type.rsplit(".", 1)[-1])
+
+
+def apply() -> str | None:
+    from mmengine.runner import checkpoint
+
+    _swaps.wrap(checkpoint, "load_state_dict", _load_state_dict)
+    # MMDetection's and MMEngine's callers import it by name: wrap it under each of them.
+    aliases: list[tuple[Any, str]] = []
+    for module_name in ("mmengine.runner.runner", "mmengine.infer.infer"):
+        module = _imported(module_name)
+        if module is not None and hasattr(module, "_load_checkpoint_to_model"):
+            aliases.append((module, "_load_checkpoint_to_model"))
+    _swaps.wrap(checkpoint, "_load_checkpoint_to_model", _load_checkpoint_to_model, aliases=tuple(aliases))
+    return None
+
+
+def remove() -> None:
+    _swaps.undo_all()
+
+
+def _imported(name: str) -> Any:
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except Exception:  # an optional caller that does not import here: nothing to alias
+        return None
+
+
+def _mmdet_2x(checkpoint: Any) -> str | None:
+    meta = checkpoint.get("meta") if isinstance(checkpoint, dict) else None
+    version = meta.get("mmdet_version") if isinstance(meta, dict) else None
+    return version if isinstance(version, str) and version.startswith("2.") else None
+
+
+def _load_checkpoint_to_model(
+    wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    # _load_checkpoint_to_model(model, checkpoint, strict=False, logger=None, revise_keys=...)
+    token = _checkpoint_2x.set(_mmdet_2x(_wrapping.argument(args, kwargs, 1, "checkpoint")))
+    try:
+        return wrapped(*args, **kwargs)
+    finally:
+        _checkpoint_2x.reset(token)
+
+
+def _unwrapped(module: Any) -> Any:
+    # MMEngine's load_state_dict loads into the model inside a DDP or TTA wrapper: its keys are the ones to match.
+    from mmengine.model import BaseTTAModel, is_model_wrapper
+
+    while is_model_wrapper(module) or isinstance(module, BaseTTAModel):
+        module = module.module
+    return module
+
+
+def _load_state_dict(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    # load_state_dict(module, state_dict, strict=False, logger=None)
+    module = _wrapping.argument(args, kwargs, 0, "module")
+    state_dict = _wrapping.argument(args, kwargs, 1, "state_dict")
+    strict = bool(_wrapping.argument(args, kwargs, 2, "strict", False))
+    try:
+        target = _unwrapped(module)
+        renamed = _renamed(state_dict, target)
+        if renamed is not None:
+            args, kwargs = _wrapping.with_argument(args, kwargs, 1, "state_dict", renamed)
+        why_strict = None if strict else _why_strict(target)
+    except Exception as exc:  # a bug of ours must not stop a load: MMEngine's own behaviour
+        _log.error(f"could not check the state dict's layout ({type(exc).__name__}: {exc}); loading it as is.")
+        return wrapped(*args, **kwargs)
+    if why_strict is None or not hasattr(target, "register_load_state_dict_post_hook"):
+        return wrapped(*args, **kwargs)
+    found: dict[str, list[str]] = {}
+
+    def record(_module: Any, incompatible: Any) -> None:
+        found["missing"] = [k for k in incompatible.missing_keys if "num_batches_tracked" not in k]
+        found["unexpected"] = list(incompatible.unexpected_keys)
+
+    # MMEngine runs the root's load_state_dict post-hooks last, with every module's keys collected.
+    handle = target.register_load_state_dict_post_hook(record)
+    try:
+        result = wrapped(*args, **kwargs)
+    finally:
+        handle.remove()
+    if found.get("missing") or found.get("unexpected"):
+        raise CheckpointMismatchError(_mismatch(type(target).__name__, why_strict, found))
+    return result
+
+
+def _renamed(state_dict: Any, target: Any) -> Any:
+    from .._configs._layouts2x import LAYOUTS, describe, upgrade
+
+    if not hasattr(state_dict, "keys") or not any(layout.matches(state_dict.keys()) for layout in LAYOUTS):
+        return None  # the common case: one regex search per key, no model keys computed
+    done = upgrade(state_dict, target.state_dict().keys())
+    if not done.changed:
+        return None
+    _log.info(
+        f"the checkpoint has the MMDetection 2.x layout of {describe(done.applied)} in memory "
+        "(3.x moved these layers). `mmfix convert-checkpoint OLD.pth NEW.pth` writes a 3.x checkpoint.",
+        key="legacy-checkpoint-renamed:" + ",".join(layout.name for layout, _ in done.applied),
+    )
+    for layout, _ in done.applied:
+        if layout.note:
+            _log.warning(layout.note, key=f"legacy-checkpoint-note:{layout.name}")
+    return done.state_dict
+
+
+def _why_strict(target: Any) -> str | None:
+    from .. import _settings
+
+    if _settings.current().partial_load:
+        return None
+    version = _checkpoint_2x.get()
+    if version is not None:
+        return f"the checkpoint was saved by MMDetection {version}"
+    name = type(target).__name__
+    if name in _models_from_2x:
+        return f"the {name} model was built from an MMDetection 2.x config"
+    return None
+
+
+def _mismatch(model: str, why: str, found: dict[str, list[str]]) -> str:
+    from .._configs._layouts2x import mismatch_message
+
+    return mismatch_message(
+        f"the {model} model",
+        found.get("missing", []),
+        found.get("unexpected", []),
+        f"Stopped because {why}: MMEngine would have continued with those layers at their random initial "
+        "values. If you mean to load only part of it (another head, a backbone alone), MMFIX_PARTIAL_LOAD=1 "
+        "keeps MMEngine's warning instead.",
+    )
