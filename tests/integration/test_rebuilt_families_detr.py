@@ -108,7 +108,8 @@ _SSD_PREDICT_BUG = pytest.mark.xfail(
     strict=True,  # passes once the stack predicts with SSDHead again: then drop the mark
     raises=AssertionError,
     reason="MMDetection 3.3.0's SSDHead cannot predict at all (BaseDenseHead reads self.loss_cls, which "
-    "SSDHead never sets: AttributeError), plain SSD configs included; needs a runtime fix",
+    "SSDHead never sets: AttributeError), plain SSD configs included: open-mmlab/mmdetection#11063, "
+    "#11780 (fix proposed in PR #11524, not released); needs a runtime fix",
 )
 
 
