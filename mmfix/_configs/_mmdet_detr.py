@@ -147,8 +147,12 @@ def _layer(cfg: Any, where: str, kind: str, order: tuple[str, ...], roles: dict[
     return out
 
 
-def _coder(cfg: Any, where: str, kind: str, order: tuple[str, ...], roles: dict[str, str]) -> dict[str, Any]:
+def _coder(
+    cfg: Any, where: str, kind: str, order: tuple[str, ...], roles: dict[str, str]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One 2.x encoder/decoder config -> (3.x's config of it, the 2.x keys left to the caller)."""
     cfg = dict(cfg)
+    cfg.pop("type", None)  # 3.x's detectors build their own stack type
     layers = cfg.pop("transformerlayers")
     num_layers = cfg.pop("num_layers")
     if isinstance(layers, list):
@@ -162,7 +166,7 @@ def _coder(cfg: Any, where: str, kind: str, order: tuple[str, ...], roles: dict[
     if kind == "decoder":
         # 2.x's default was False; 3.x's is True: written out either way.
         out["return_intermediate"] = cfg.pop("return_intermediate", False)
-    return {"_rest": cfg, **out}
+    return out, cfg
 
 
 def _detr(model: dict[str, Any], report: Report) -> None:
@@ -179,15 +183,12 @@ def _detr(model: dict[str, Any], report: Report) -> None:
             transformer,
             f"3.x's {model['type']} builds its own transformer (2.x's {transformer_type}).",
         )
-    encoder = _coder(
+    encoder, enc_rest = _coder(
         transformer.pop("encoder"), "model.bbox_head.transformer.encoder", "encoder", _POST_NORM_ENCODER, roles
     )
-    decoder = _coder(
+    decoder, dec_rest = _coder(
         transformer.pop("decoder"), "model.bbox_head.transformer.decoder", "decoder", _POST_NORM_DECODER, roles
     )
-    enc_rest, dec_rest = encoder.pop("_rest"), decoder.pop("_rest")
-    enc_rest.pop("type", None)
-    dec_type = dec_rest.pop("type", None)
     # 2.x's encoder added a final norm only for pre-norm layers, which 3.x refuses above.
     enc_rest.pop("post_norm_cfg", None)
     if deformable:
@@ -198,7 +199,6 @@ def _detr(model: dict[str, Any], report: Report) -> None:
     for where, rest in (("encoder", enc_rest), ("decoder", dec_rest)):
         if rest:
             raise _refuse(f"model.bbox_head.transformer.{where}", rest, "3.x's DETR stacks take no such arguments.")
-    del dec_type
 
     positional = dict(head.pop("positional_encoding", _POSITIONAL_DEFAULT))
     if positional.pop("type", "SinePositionalEncoding") != "SinePositionalEncoding":
