@@ -12,7 +12,7 @@ import posixpath
 from typing import Any
 
 from .._errors import ConfigConversionError
-from . import _engine
+from . import _engine, _mmdet_maskformer
 from ._image_metas import OPEN_IMAGES, raw_sets
 from ._report import Report
 
@@ -807,6 +807,7 @@ def convert_model(src: dict[str, Any], out: dict[str, Any], report: Report, stat
             report.moved(key, f"model.{key}")
     _pretrained(model, report)
     _renamed_arguments(model, report)
+    _mmdet_maskformer.convert(model, report)
     if "data_preprocessor" not in model:
         pre: dict[str, Any] = {"type": "DetDataPreprocessor"}
         norm = state.normalize
@@ -828,7 +829,15 @@ def convert_model(src: dict[str, Any], out: dict[str, Any], report: Report, stat
         if state.pad_seg:
             pre["pad_seg"] = True
         if state.batch_pad is not None:
-            pre["batch_augments"] = [{"type": "BatchFixedSizePad", "size": state.batch_pad}]
+            # 2.x's Pad(size) padded the masks and the segmentation map with the image; 3.x's
+            # BatchFixedSizePad pads the image only unless told (Mask2Former samples its mask
+            # targets at image-relative points, so unpadded masks would not line up).
+            batch_pad: dict[str, Any] = {"type": "BatchFixedSizePad", "size": state.batch_pad}
+            if pre.get("pad_mask"):
+                batch_pad["pad_mask"] = True
+            if pre.get("pad_seg"):
+                batch_pad["pad_seg"] = True
+            pre["batch_augments"] = [batch_pad]
         if "input_size" in model and "random_size_range" in model:
             # 2.x YOLOX resized batches inside the detector.
             lo, hi = model.pop("random_size_range")
