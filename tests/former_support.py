@@ -129,10 +129,11 @@ def signature(model: Any, rename: Any = None) -> dict[str, Any]:
 
 
 def _build_3x(path: str) -> Any:
-    import mmfix  # noqa: F401  (the automatic path: Config.fromfile converts a 2.x file)
     from mmdet.registry import MODELS
     from mmdet.utils import register_all_modules
     from mmengine.config import Config
+
+    import mmfix  # noqa: F401  (the automatic path: Config.fromfile converts a 2.x file)
 
     register_all_modules()
     cfg = Config.fromfile(path)

@@ -192,8 +192,8 @@ def test_panoptic_lsj_batch_pad_pads_masks_and_maps_as_2x_pad_did():
 
     model = build(out["model"])
     from mmdet.structures import DetDataSample
-    from mmengine.structures import InstanceData, PixelData
     from mmdet.structures.mask import BitmapMasks
+    from mmengine.structures import InstanceData, PixelData
 
     sample = DetDataSample(metainfo={"img_shape": (40, 60), "ori_shape": (40, 60)})
     sample.gt_instances = InstanceData(
