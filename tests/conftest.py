@@ -112,3 +112,11 @@ def processes_mentioning(marker: str) -> list[int]:
             except OSError:
                 pass
     return found
+
+
+@pytest.fixture(scope="session")
+def mmdet2_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The python of a real MMDetection 2.28.2 environment (tests/mmdet2_support.py)."""
+    from mmdet2_support import find_or_build
+
+    return find_or_build(tmp_path_factory.mktemp("mmdet2-env"))

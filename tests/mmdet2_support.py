@@ -1,0 +1,165 @@
+"""Real MMDetection 2.28.2 beside the test environment: 2.x models, their weights and predictions.
+
+The 2.x environment is the one ``../shared/wheels/README.md`` describes (torch 2.13.0 CPU,
+mmcv-full 1.7.2 with its compiled ops, mmdet 2.28.2; about 90 s to build). The tests use
+``$MMFIX_MMDET2_ENV`` (a venv folder) when set, else ``/tmp/mmdet2`` when it holds a working
+2.28.2, else build one once per session under pytest's temporary folder. Without the wheels the
+tests skip, saying why; CI sets REQUIRE_MMDET2=1, so there they fail instead.
+
+``predict_2x`` runs a 2.x config's model in that environment (seeded weights, written as a 2.x
+state dict); ``predict_3x`` runs the same config converted by mmfix on MMDetection 3.3.0 with those
+weights; ``assert_same_detections`` compares the two predictions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+WORKER = REPO / "tests" / "mmdet2_worker.py"
+WHEELS = Path(os.environ.get("MMFIX_MMCV_WHEELS") or REPO.parent / "shared" / "wheels")
+_WHEEL_FILES = ("mmcv_full-1.7.2-cp311-cp311-linux_x86_64.whl", "mmdet-2.28.2-py3-none-any.whl")
+_PATCH = "torchvision-0.28.0-cu130-on-cpu-torch.patch"
+_CHECK = "import mmdet, mmcv.ops; assert mmdet.__version__ == '2.28.2', mmdet.__version__"
+
+
+def _unavailable(reason: str) -> None:
+    message = f"real MMDetection 2.28.2 (to compare 2.x models with) is not available: {reason}"
+    if os.environ.get("REQUIRE_MMDET2") == "1":
+        pytest.fail("REQUIRE_MMDET2=1 but " + message)
+    pytest.skip(message)
+
+
+def _works(python: Path) -> bool:
+    if not python.is_file():
+        return False
+    return subprocess.run([str(python), "-c", _CHECK], capture_output=True, timeout=300).returncode == 0
+
+
+def find_or_build(build_root: Path) -> Path:
+    """The 2.x environment's python: an existing one, or one built from the wheels (README recipe)."""
+    for candidate in (os.environ.get("MMFIX_MMDET2_ENV"), "/tmp/mmdet2"):
+        if candidate and _works(Path(candidate) / "bin" / "python"):
+            return Path(candidate) / "bin" / "python"
+    missing = [name for name in (*_WHEEL_FILES, _PATCH) if not (WHEELS / name).is_file()]
+    if missing:
+        _unavailable(f"{', '.join(missing)} not in {WHEELS} (set MMFIX_MMCV_WHEELS to the wheels' folder)")
+    venv = build_root / "mmdet2"
+    python = venv / "bin" / "python"
+    steps = [
+        [sys.executable, "-m", "venv", str(venv)],
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "torch==2.13.0",
+            "numpy==1.26.0",
+            "torchvision==0.28.0",
+            *(str(WHEELS / name) for name in _WHEEL_FILES),
+        ],
+    ]
+    for step in steps:
+        proc = subprocess.run(step, capture_output=True, text=True, timeout=1200)
+        if proc.returncode != 0:
+            _unavailable(f"building it failed: {' '.join(step[:4])} …:\n{proc.stderr[-2000:]}")
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    with open(WHEELS / _PATCH) as patch:
+        proc = subprocess.run(["patch", "-p1"], stdin=patch, cwd=site, capture_output=True, text=True)
+    if proc.returncode != 0 or not _works(python):
+        _unavailable(f"the built environment does not import mmdet 2.28.2: {proc.stdout}{proc.stderr}")
+    return python
+
+
+def seeded_image(seed: int, height: int = 320, width: int = 480) -> np.ndarray:
+    """A BGR uint8 image with a few flat rectangles on noise (both sides read the same array)."""
+    rng = np.random.RandomState(seed)
+    image = rng.randint(0, 60, size=(height, width, 3)).astype(np.uint8)
+    for _ in range(4):
+        y0, x0 = rng.randint(0, height // 2), rng.randint(0, width // 2)
+        image[y0 : y0 + rng.randint(20, height // 2), x0 : x0 + rng.randint(20, width // 2)] = rng.randint(0, 255, 3)
+    return image
+
+
+def _run(python: Path | str, args: list[str], env: dict[str, str], timeout: float) -> None:
+    proc = subprocess.run([str(python), str(WORKER), *args], capture_output=True, text=True, env=env, timeout=timeout)
+    if proc.returncode != 0:
+        raise AssertionError(
+            f"{' '.join(args[:2])} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
+        )
+
+
+def predict_2x(
+    python: Path, config: Path, image: Path, out: Path, seed: int = 0, timeout: float = 600
+) -> dict[str, Any]:
+    """2.28.2's prediction for ``config`` on ``image``; writes ``out/state_dict.pth`` (2.x layout)."""
+    out.mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MMFIX_", "PYTHONPATH"))}
+    _run(python, ["2x", str(config), str(image), str(out), "--seed", str(seed)], env, timeout)
+    return torch.load(out / "result.pt", weights_only=True)
+
+
+def predict_3x(
+    config: Path, image: Path, weights: Path, out: Path, load: str = "upgrade", timeout: float = 600
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """mmfix + MMDetection 3.3.0's prediction for the same 2.x config and weights, and the load report."""
+    from conftest import clean_env
+
+    out.mkdir(parents=True, exist_ok=True)
+    env = clean_env(PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    _run(
+        sys.executable,
+        ["3x", str(config), str(image), str(out), "--weights", str(weights), "--load", load],
+        env,
+        timeout,
+    )
+    return torch.load(out / "result.pt", weights_only=True), json.loads((out / "load.json").read_text())
+
+
+def assert_same_detections(
+    expected: dict[str, Any], actual: dict[str, Any], atol: float = 1e-2, score_atol: float = 1e-4
+) -> None:
+    """Equal as sets of detections: each 2.x detection has a 3.x one with its label, box (within
+    ``atol`` pixels) and score (within ``score_atol``), and the counts agree. Matching rather than
+    sorting: random weights give near-equal scores whose order float rounding may swap."""
+    assert set(expected) == set(actual), f"different outputs: 2.x {sorted(expected)}, 3.x {sorted(actual)}"
+    if "panoptic" in expected:
+        differ = (expected["panoptic"] != actual["panoptic"]).float().mean().item()
+        assert differ < 1e-3, f"panoptic maps differ at {differ:.2%} of the pixels"
+    if "scores" not in expected:
+        return
+    n = len(expected["scores"])
+    assert len(actual["scores"]) == n, f"2.x gave {n} detections, 3.x {len(actual['scores'])}"
+    assert n > 0, "no detections to compare: lower the config's score threshold"
+    free = torch.ones(n, dtype=torch.bool)
+    for i in torch.argsort(expected["scores"], descending=True).tolist():
+        close = (
+            free
+            & (actual["labels"] == expected["labels"][i])
+            & ((actual["scores"] - expected["scores"][i]).abs() <= score_atol)
+            & ((actual["bboxes"] - expected["bboxes"][i]).abs().amax(dim=1) <= atol)
+        )
+        assert close.any(), (
+            f"2.x detection {i} (label {int(expected['labels'][i])}, score {float(expected['scores'][i]):.6f}, "
+            f"box {expected['bboxes'][i].tolist()}) has no equal in 3.x's"
+        )
+        candidates = torch.nonzero(close).flatten()
+        if "masks" not in expected:
+            free[int(candidates[0])] = False
+            continue
+        # Equal boxes and scores can carry different masks (random weights tie often): take the
+        # candidate whose mask is nearest, then require it to be equal.
+        differ = (actual["masks"][candidates] != expected["masks"][i]).flatten(1).float().mean(dim=1)
+        best = int(torch.argmin(differ))
+        assert differ[best] < 1e-3, f"the mask of detection {i} differs at {float(differ[best]):.2%} of its pixels"
+        free[int(candidates[best])] = False

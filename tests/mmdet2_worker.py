@@ -1,0 +1,149 @@
+"""One model, one image, two MMDetections: run by tests/mmdet2_support.py in a child process.
+
+    python tests/mmdet2_worker.py 2x CONFIG IMAGE.npy OUT_DIR --seed N
+        (in the real MMDetection 2.28.2 environment) builds CONFIG's model with 2.x's own code,
+        seeded ``init_weights()`` (pretrained weights stripped: nothing is downloaded), writes
+        OUT_DIR/state_dict.pth (the 2.x layout, as a 2.x training would save it) and
+        OUT_DIR/result.pt (the 2.x prediction on the image, through the config's test pipeline).
+    python tests/mmdet2_worker.py 3x CONFIG IMAGE.npy OUT_DIR --weights STATE_DICT --load MODE
+        (in the test environment, mmfix active) loads the same 2.x CONFIG through mmfix's
+        conversion, builds the 3.x model, loads the 2.x weights and writes OUT_DIR/result.pt.
+        MODE ``upgrade``: ``mmfix._configs._layouts2x.upgrade`` then ``load_state_dict(strict=True)``
+        (the rename table itself); ``mmengine``: MMEngine's ``load_checkpoint`` (the path users
+        take, with mmfix's loader patch); OUT_DIR/load.json says which keys were renamed.
+
+Both sides write the same plain format (tensors in dicts, loadable with ``weights_only``):
+``{"bboxes": N×4, "scores": N, "labels": N, "masks": N×H×W bool (if any), "panoptic": H×W (if any)}``.
+Only the standard library is imported at the top: each mode imports its own MMDetection.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def _strip_pretrained(node: Any) -> None:
+    # Pretrained backbones would be downloaded by init_weights(); the comparison needs seeded
+    # random weights only (the same tensors go to the 3.x side through the state dict).
+    if isinstance(node, dict):
+        if isinstance(node.get("init_cfg"), dict) and node["init_cfg"].get("type") == "Pretrained":
+            node["init_cfg"] = None
+        if "pretrained" in node:
+            node["pretrained"] = None
+        for value in node.values():
+            _strip_pretrained(value)
+    elif isinstance(node, list):
+        for value in node:
+            _strip_pretrained(value)
+
+
+def _run_2x(args: argparse.Namespace) -> dict[str, Any]:
+    import numpy as np
+    import torch
+    from mmcv import Config
+    from mmdet.apis import inference_detector
+    from mmdet.models import build_detector
+
+    cfg = Config.fromfile(args.config)
+    model_cfg = cfg.model.to_dict() if hasattr(cfg.model, "to_dict") else dict(cfg.model)
+    _strip_pretrained(model_cfg)
+    cfg.model = model_cfg
+    cfg.model["train_cfg"] = None
+    torch.manual_seed(args.seed)
+    model = build_detector(cfg.model, test_cfg=cfg.get("test_cfg"))
+    model.init_weights()
+    model.cfg = cfg
+    model.eval()
+    torch.save(model.state_dict(), Path(args.out) / "state_dict.pth")
+    image = np.load(args.image)
+    with torch.no_grad():
+        result = inference_detector(model, image)
+    return _normalise_2x(result)
+
+
+def _normalise_2x(result: Any) -> dict[str, Any]:
+    import numpy as np
+    import torch
+
+    out: dict[str, Any] = {}
+    if isinstance(result, dict):  # panoptic models: {"pan_results": H×W, "ins_results": (bbox, segm)?}
+        if "pan_results" in result:
+            out["panoptic"] = torch.as_tensor(np.asarray(result["pan_results"]).astype(np.int64))
+        result = result.get("ins_results")
+        if result is None:
+            return out
+    bbox, segm = result if isinstance(result, tuple) else (result, None)
+    rows = [np.asarray(b, dtype=np.float32).reshape(-1, 5) for b in bbox]
+    out["labels"] = torch.as_tensor(np.concatenate([np.full(len(r), i) for i, r in enumerate(rows)]).astype(np.int64))
+    stacked = np.concatenate(rows) if rows else np.zeros((0, 5), np.float32)
+    out["bboxes"] = torch.as_tensor(stacked[:, :4])
+    out["scores"] = torch.as_tensor(stacked[:, 4])
+    if segm is not None:
+        masks = [np.asarray(m, dtype=bool) for per_class in segm for m in per_class]
+        if masks:
+            out["masks"] = torch.as_tensor(np.stack(masks))
+    return out
+
+
+def _run_3x(args: argparse.Namespace) -> dict[str, Any]:
+    import mmfix  # noqa: F401, I001  (first, the automatic path, as in a user's script)
+    import numpy as np
+    import torch
+    from mmdet.apis import inference_detector, init_detector
+    from mmengine.runner.checkpoint import load_checkpoint
+
+    model = init_detector(args.config, checkpoint=None, device="cpu")
+    report: dict[str, Any] = {}
+    if args.load == "upgrade":
+        from mmfix._configs._layouts2x import upgrade
+
+        state_dict = torch.load(args.weights, map_location="cpu", weights_only=True)
+        done = upgrade(state_dict, model.state_dict().keys())
+        report["renamed"] = {layout.name: n for layout, n in done.applied}
+        model.load_state_dict(done.state_dict, strict=True)
+    else:
+        load_checkpoint(model, args.weights, map_location="cpu")
+    (Path(args.out) / "load.json").write_text(json.dumps(report))
+    image = np.load(args.image)
+    with torch.no_grad():
+        sample = inference_detector(model, image)
+    return _normalise_3x(sample)
+
+
+def _normalise_3x(sample: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if "pred_panoptic_seg" in sample:
+        out["panoptic"] = sample.pred_panoptic_seg.sem_seg[0].long().cpu()
+    if "pred_instances" in sample:
+        pred = sample.pred_instances
+        out["bboxes"] = pred.bboxes.float().cpu()
+        out["scores"] = pred.scores.float().cpu()
+        out["labels"] = pred.labels.long().cpu()
+        if "masks" in pred:
+            out["masks"] = pred.masks.bool().cpu()
+    return out
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("side", choices=("2x", "3x"))
+    parser.add_argument("config")
+    parser.add_argument("image")
+    parser.add_argument("out")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--weights")
+    parser.add_argument("--load", choices=("upgrade", "mmengine"), default="upgrade")
+    args = parser.parse_args(argv)
+    result = _run_2x(args) if args.side == "2x" else _run_3x(args)
+    import torch
+
+    torch.save(result, Path(args.out) / "result.pt")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
