@@ -166,22 +166,26 @@ def _layouts() -> Any:
 
 def main(argv: list[str]) -> None:
     side, paths = argv[0], argv[1:]
-    out = {}
+    out: dict[str, Any] = {}
+    layouts = _layouts().LAYOUTS if side == "2x" else ()
     for path in paths:
-        if side == "3x":
-            out[path] = signature(_build_3x(path))
-        else:
+        try:
+            if side == "3x":
+                out[path] = signature(_build_3x(path))
+                continue
             model = _build_2x(path)
-            layouts = [layout for layout in _layouts().LAYOUTS if layout.matches(model.state_dict())]
+            matching = [layout for layout in layouts if layout.matches(model.state_dict())]
 
-            def rename(name: str, layouts: list[Any] = layouts) -> str:
-                for layout in layouts:
+            def rename(name: str, matching: list[Any] = matching) -> str:
+                for layout in matching:
                     new = layout.rename(name + ".")[:-1]
                     if new != name:
                         return new
                 return name
 
             out[path] = signature(model, rename)
+        except Exception as exc:  # one config's failure is that config's test failure, not all of them
+            out[path] = {"error": f"{type(exc).__name__}: {exc}"}
     print("SIGNATURES " + json.dumps(out))
 
 

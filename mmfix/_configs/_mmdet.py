@@ -430,6 +430,8 @@ def _dataset(
     if "classes" in ds:
         ds["metainfo"] = {"classes": tuple(ds.pop("classes"))}
         report.moved(f"{where}.classes", f"{where}.metainfo.classes")
+    if not test and ds.pop("ins_ann_file", None) is not None:
+        report.drop(f"{where}.ins_ann_file", "2.x read it only to evaluate; a training set never did")
     filter_empty = ds.pop("filter_empty_gt", True)
     open_images = kind in OPEN_IMAGES
     if test:
@@ -655,6 +657,12 @@ def _evaluators(evaluation: dict[str, Any] | None, out: dict[str, Any], report: 
         elif metric_type == "CocoPanopticMetric":
             target["ann_file"] = ds.get("ann_file")
             target["seg_prefix"] = ds.get("data_prefix", {}).get("seg")
+            instance = _panoptic_instance_metric(ds, metric, evaluation, name)
+            if instance is not None:
+                metrics = [metric] if isinstance(metric, str) else list(metric)
+                out[f"{name}_evaluator"] = [target, instance] if "PQ" in metrics else instance
+                report.moved(f"data.{name}.ins_ann_file", f"{name}_evaluator (CocoMetric.ann_file)")
+                continue
         out[f"{name}_evaluator"] = target
     if evaluation:
         report.moved(
@@ -664,6 +672,33 @@ def _evaluators(evaluation: dict[str, Any] | None, out: dict[str, Any], report: 
     for key in evaluation:
         if key not in ("metric", "classwise", "proposal_nums", "iou_thrs", "metric_items", "iou_thr"):
             report.drop(f"evaluation.{key}", "no 3.x evaluator equivalent")
+
+
+def _panoptic_instance_metric(
+    ds: dict[str, Any], metric: Any, evaluation: dict[str, Any], name: str
+) -> dict[str, Any] | None:
+    """2.x's CocoPanopticDataset also evaluated its instance results (bbox, segm, proposal) against
+    ``ins_ann_file``; 3.x's dataset takes no such argument and a CocoMetric beside the panoptic one
+    does that evaluation (as 3.x's Mask2Former configs have it)."""
+    ins_ann_file = ds.pop("ins_ann_file", None)  # 3.x's CocoPanopticDataset refuses it
+    metrics = [metric] if isinstance(metric, str) else list(metric)
+    instance = [m for m in metrics if m in ("bbox", "segm", "proposal")]
+    if not instance:
+        return None
+    if ins_ann_file is None:
+        raise ConfigConversionError(
+            "evaluation.metric",
+            metric,
+            f"2.x evaluated {'/'.join(instance)} of a CocoPanopticDataset against its ins_ann_file, which "
+            f"data.{name} does not set (2.x stopped there too); set data.{name}.ins_ann_file to the "
+            "instance annotation file (3.x reads it as a CocoMetric's ann_file).",
+        )
+    target: dict[str, Any] = {"type": "CocoMetric", "ann_file": ins_ann_file, "metric": instance}
+    for key in ("classwise", "proposal_nums", "iou_thrs", "metric_items"):
+        if key in evaluation:
+            target[key] = evaluation[key]
+    target["format_only"] = False
+    return target
 
 
 # ----------------------------------------------------------------------------- model
