@@ -209,3 +209,28 @@ def test_panoptic_lsj_batch_pad_pads_masks_and_maps_as_2x_pad_did():
     assert tuple(data["inputs"].shape[-2:]) == (1024, 1024)
     assert padded.gt_instances.masks.masks.shape[-2:] == (1024, 1024)
     assert tuple(padded.gt_sem_seg.sem_seg.shape[-2:]) == (1024, 1024)
+
+
+def test_panoptic_instance_evaluation_moves_from_the_dataset_to_a_coco_metric():
+    # 2.x's CocoPanopticDataset evaluated bbox/segm against ins_ann_file; 3.x's dataset refuses the
+    # argument, and a CocoMetric beside CocoPanopticMetric evaluates them (as 3.3.0's configs do).
+    out, _ = convert(loaded(MASK2FORMER))
+    for name in ("val", "test"):
+        assert "ins_ann_file" not in out[f"{name}_dataloader"]["dataset"]
+        assert out[f"{name}_evaluator"] == [
+            {
+                "type": "CocoPanopticMetric",
+                "ann_file": "data/coco/annotations/panoptic_val2017.json",
+                "seg_prefix": "data/coco/annotations/panoptic_val2017/",
+            },
+            {
+                "type": "CocoMetric",
+                "ann_file": "data/coco/annotations/instances_val2017.json",
+                "metric": ["bbox", "segm"],
+                "format_only": False,
+            },
+        ]
+    cfg = loaded(MASK2FORMER)
+    del cfg["data"]["val"]["ins_ann_file"]
+    with pytest.raises(ConfigConversionError, match="ins_ann_file"):
+        convert(cfg)
