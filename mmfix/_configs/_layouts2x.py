@@ -96,7 +96,45 @@ DEFORMABLE_DETR = Layout(
     ),
 )
 
-LAYOUTS: tuple[Layout, ...] = (YOLACT, DETR, DEFORMABLE_DETR)
+
+# MaskFormer and Mask2Former: 2.x built every transformer layer as mmcv's BaseTransformerLayer, which
+# holds its attentions as ``attentions.<i>`` in ``operation_order`` and its FFN as ``ffns.0``; 3.x's
+# fixed layers name them ``self_attn`` / ``cross_attn`` / ``ffn``. The norms keep their names and
+# order (``norms.<i>`` in the order the layer applies them, in both). The pixel decoder's encoder
+# layers run self_attn → ffn in both families; the head's decoder layers differ: MaskFormer's run
+# self_attn → cross_attn → ffn (as DETR's), Mask2Former's cross_attn → self_attn → ffn, so the same
+# 2.x key ``attentions.0`` is the self-attention of one and the cross-attention of the other.
+# Checked key for key (and prediction for prediction) against MMDetection 2.28.2's R50 models.
+_FORMER_SHARED_RENAMES = (
+    (r"^(panoptic_head\.pixel_decoder\.encoder\.layers\.\d+\.)attentions\.0\.", r"\1self_attn."),
+    (r"^(panoptic_head\.(?:pixel_decoder\.encoder|transformer_decoder)\.layers\.\d+\.)ffns\.0\.", r"\1ffn."),
+)
+MASKFORMER = Layout(
+    name="MaskFormer (MMDetection 2.x)",
+    # Its pixel decoder is a TransformerEncoderPixelDecoder (whose encoder's 2.x attention keys only
+    # 2.x has) or a PixelDecoder (``last_feat_conv``, which no Mask2Former has; a 3.x state dict then
+    # matches too, and no rename applies to it). A 2.x Mask2Former's decoder keys look the same as
+    # MaskFormer's, so the marker must not be a decoder key.
+    marker=r"^panoptic_head\.pixel_decoder\.(?:encoder\.layers\.\d+\.attentions\.0\.attn\.|last_feat_conv\.)",
+    renames=(
+        (r"^(panoptic_head\.transformer_decoder\.layers\.\d+\.)attentions\.0\.", r"\1self_attn."),
+        (r"^(panoptic_head\.transformer_decoder\.layers\.\d+\.)attentions\.1\.", r"\1cross_attn."),
+        *_FORMER_SHARED_RENAMES,
+    ),
+)
+MASK2FORMER = Layout(
+    name="Mask2Former (MMDetection 2.x)",
+    # The multi-scale deformable attention of its pixel decoder's encoder, under 2.x's name.
+    marker=r"^panoptic_head\.pixel_decoder\.encoder\.layers\.\d+\.attentions\.0\.sampling_offsets\.",
+    renames=(
+        (r"^(panoptic_head\.transformer_decoder\.layers\.\d+\.)attentions\.0\.", r"\1cross_attn."),
+        (r"^(panoptic_head\.transformer_decoder\.layers\.\d+\.)attentions\.1\.", r"\1self_attn."),
+        *_FORMER_SHARED_RENAMES,
+    ),
+)
+
+
+LAYOUTS: tuple[Layout, ...] = (YOLACT, DETR, DEFORMABLE_DETR, MASKFORMER, MASK2FORMER)
 
 
 @dataclass

@@ -12,7 +12,7 @@ import posixpath
 from typing import Any
 
 from .._errors import ConfigConversionError
-from . import _engine, _mmdet_detr
+from . import _engine, _mmdet_detr, _mmdet_maskformer
 from ._image_metas import OPEN_IMAGES, raw_sets
 from ._report import Report
 
@@ -432,6 +432,8 @@ def _dataset(
     if "classes" in ds:
         ds["metainfo"] = {"classes": tuple(ds.pop("classes"))}
         report.moved(f"{where}.classes", f"{where}.metainfo.classes")
+    if not test and ds.pop("ins_ann_file", None) is not None:
+        report.drop(f"{where}.ins_ann_file", "2.x read it only to evaluate; a training set never did")
     filter_empty = ds.pop("filter_empty_gt", True)
     open_images = kind in OPEN_IMAGES
     if test:
@@ -657,6 +659,12 @@ def _evaluators(evaluation: dict[str, Any] | None, out: dict[str, Any], report: 
         elif metric_type == "CocoPanopticMetric":
             target["ann_file"] = ds.get("ann_file")
             target["seg_prefix"] = ds.get("data_prefix", {}).get("seg")
+            instance = _panoptic_instance_metric(ds, metric, evaluation, name)
+            if instance is not None:
+                metrics = [metric] if isinstance(metric, str) else list(metric)
+                out[f"{name}_evaluator"] = [target, instance] if "PQ" in metrics else instance
+                report.moved(f"data.{name}.ins_ann_file", f"{name}_evaluator (CocoMetric.ann_file)")
+                continue
         out[f"{name}_evaluator"] = target
     if evaluation:
         report.moved(
@@ -666,6 +674,33 @@ def _evaluators(evaluation: dict[str, Any] | None, out: dict[str, Any], report: 
     for key in evaluation:
         if key not in ("metric", "classwise", "proposal_nums", "iou_thrs", "metric_items", "iou_thr"):
             report.drop(f"evaluation.{key}", "no 3.x evaluator equivalent")
+
+
+def _panoptic_instance_metric(
+    ds: dict[str, Any], metric: Any, evaluation: dict[str, Any], name: str
+) -> dict[str, Any] | None:
+    """2.x's CocoPanopticDataset also evaluated its instance results (bbox, segm, proposal) against
+    ``ins_ann_file``; 3.x's dataset takes no such argument and a CocoMetric beside the panoptic one
+    does that evaluation (as 3.x's Mask2Former configs have it)."""
+    ins_ann_file = ds.pop("ins_ann_file", None)  # 3.x's CocoPanopticDataset refuses it
+    metrics = [metric] if isinstance(metric, str) else list(metric)
+    instance = [m for m in metrics if m in ("bbox", "segm", "proposal")]
+    if not instance:
+        return None
+    if ins_ann_file is None:
+        raise ConfigConversionError(
+            "evaluation.metric",
+            metric,
+            f"2.x evaluated {'/'.join(instance)} of a CocoPanopticDataset against its ins_ann_file, which "
+            f"data.{name} does not set (2.x stopped there too); set data.{name}.ins_ann_file to the "
+            "instance annotation file (3.x reads it as a CocoMetric's ann_file).",
+        )
+    target: dict[str, Any] = {"type": "CocoMetric", "ann_file": ins_ann_file, "metric": instance}
+    for key in ("classwise", "proposal_nums", "iou_thrs", "metric_items"):
+        if key in evaluation:
+            target[key] = evaluation[key]
+    target["format_only"] = False
+    return target
 
 
 # ----------------------------------------------------------------------------- model
@@ -823,6 +858,7 @@ def convert_model(src: dict[str, Any], out: dict[str, Any], report: Report, stat
     _pretrained(model, report)
     _renamed_arguments(model, report)
     _mmdet_detr.convert(model, report)
+    _mmdet_maskformer.convert(model, report)
     if model.get("type") in _CODE_DIFFERENCES:
         report.differs(_CODE_DIFFERENCES[model["type"]])
     if "data_preprocessor" not in model:
@@ -846,7 +882,15 @@ def convert_model(src: dict[str, Any], out: dict[str, Any], report: Report, stat
         if state.pad_seg:
             pre["pad_seg"] = True
         if state.batch_pad is not None:
-            pre["batch_augments"] = [{"type": "BatchFixedSizePad", "size": state.batch_pad}]
+            # 2.x's Pad(size) padded the masks and the segmentation map with the image; 3.x's
+            # BatchFixedSizePad pads the image only unless told (Mask2Former samples its mask
+            # targets at image-relative points, so unpadded masks would not line up).
+            batch_pad: dict[str, Any] = {"type": "BatchFixedSizePad", "size": state.batch_pad}
+            if pre.get("pad_mask"):
+                batch_pad["pad_mask"] = True
+            if pre.get("pad_seg"):
+                batch_pad["pad_seg"] = True
+            pre["batch_augments"] = [batch_pad]
         if "input_size" in model and "random_size_range" in model:
             # 2.x YOLOX resized batches inside the detector.
             lo, hi = model.pop("random_size_range")
