@@ -160,6 +160,8 @@ def build_model(config: Path, seed: int = 0) -> torch.nn.Module:
     model = models.build(model_cfg)
     if hasattr(model, "init_weights"):
         model.init_weights()
+    if package == "mmpose":  # its training targets come from the config's own pipeline
+        model.zoo_train_pipeline = copy.deepcopy(cfg.train_dataloader.dataset.pipeline)
     return model
 
 
@@ -257,6 +259,70 @@ def _segmentation_batch(batch: int, seed: int, image_hw: tuple[int, int]) -> dic
     return {"inputs": inputs, "data_samples": samples}
 
 
+#: MMPose's synthetic images: the codec's input size, scaled down to at most this side for CPU
+POSE_MAX_SIDE = 128
+
+
+def _pose_batch(model: torch.nn.Module, batch: int, seed: int, image_hw: tuple[int, int] | None) -> dict[str, Any]:
+    """Images with keypoints, and the training targets the config's own pipeline makes of them:
+    its steps from ``GenerateTarget`` on (the codec's heatmaps, displacements, weights …, and
+    ``PackPoseInputs``), the codec's sizes scaled to the synthetic image."""
+    from mmengine.registry import TRANSFORMS, init_default_scope
+
+    import mmpose.datasets.transforms  # noqa: F401  (registers them)
+
+    init_default_scope("mmpose")
+    steps = list(model.zoo_train_pipeline)
+    first = next(i for i, step in enumerate(steps) if step["type"] == "GenerateTarget")
+    steps = copy.deepcopy(steps[first:])
+    encoder = steps[0]["encoder"]
+    width, height = encoder["input_size"]
+    if image_hw is None:
+        scale = min(1.0, POSE_MAX_SIDE / max(width, height))
+    else:
+        scale = image_hw[0] / height
+    encoder["input_size"] = (round(width * scale), round(height * scale))
+    encoder["heatmap_size"] = tuple(round(side * scale) for side in encoder["heatmap_size"])
+    w, h = encoder["input_size"]
+    if "sigma" in encoder and isinstance(encoder["sigma"], (int, float)):
+        encoder["sigma"] = max(1.0, encoder["sigma"] * scale)
+    transforms = [TRANSFORMS.build(step) for step in steps]
+    keypoint_count = getattr(model.head, "num_keypoints", None) or model.head.out_channels
+    rng = np.random.default_rng(seed)
+    inputs, samples = [], []
+    for i in range(batch):
+        people = 1 if "Topdown" in type(model).__name__ else 2
+        keypoints = (rng.random((people, keypoint_count, 2)) * [w * 0.8, h * 0.8] + [w * 0.1, h * 0.1]).astype(
+            np.float32
+        )
+        results: dict[str, Any] = dict(
+            img=rng.integers(0, 256, (h, w, 3), dtype=np.uint8),
+            img_id=i,
+            img_path=f"p{i}.jpg",
+            img_shape=(h, w),
+            ori_shape=(h, w),
+            input_size=(w, h),
+            input_center=np.array([w / 2, h / 2], np.float32),
+            input_scale=np.array([w, h], np.float32),
+            keypoints=keypoints,
+            keypoints_visible=np.ones((people, keypoint_count), np.float32),
+            bbox=np.array([[w * 0.05, h * 0.05, w * 0.95, h * 0.95]] * people, np.float32),
+            bbox_score=np.ones(people, np.float32),
+            area=np.full(people, w * h * 0.8, np.float32),
+            flip=False,
+            flip_direction=None,
+            flip_indices=list(range(keypoint_count)),
+            # the affine step before GenerateTarget in bottom-up pipelines leaves its matrix
+            # (BottomupGetHeatmapMask warps the mask with it): here the identity
+            warp_mat=np.eye(2, 3, dtype=np.float32),
+        )
+        for transform in transforms:
+            results = transform(results)
+        inputs.append(results["inputs"])
+        samples.append(results["data_samples"])
+    return {"inputs": inputs, "data_samples": samples}
+
+
 def _classification_batch(batch: int, seed: int, image_hw: tuple[int, int]) -> dict[str, Any]:
     from mmpretrain.structures import DataSample
 
@@ -331,7 +397,11 @@ def _prediction_tensors(results: Any) -> list[dict[str, torch.Tensor]]:
 def run_model(model: torch.nn.Module, state: dict[str, Any], ext: ModuleType, batch: dict[str, Any]) -> Run:
     """Predict and one training step with ``ext`` as mmcv's extension, from ``state``."""
     run = Run()
-    model.load_state_dict(state)
+    # copied in place rather than load_state_dict: MMPose's DEKR head renames rescore_net's keys
+    # on load (for its old checkpoints), so its own state dict does not load back
+    with torch.no_grad():
+        for name, tensor in model.state_dict(keep_vars=True).items():
+            tensor.copy_(state[name])
     predict = PREDICT_MODE.get(model_toolbox(model), "predict")
     with swap_ext(ext):
         model.eval()
