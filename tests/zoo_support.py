@@ -267,9 +267,8 @@ def _pose_batch(model: torch.nn.Module, batch: int, seed: int, image_hw: tuple[i
     """Images with keypoints, and the training targets the config's own pipeline makes of them:
     its steps from ``GenerateTarget`` on (the codec's heatmaps, displacements, weights …, and
     ``PackPoseInputs``), the codec's sizes scaled to the synthetic image."""
-    from mmengine.registry import TRANSFORMS, init_default_scope
-
     import mmpose.datasets.transforms  # noqa: F401  (registers them)
+    from mmengine.registry import TRANSFORMS, init_default_scope
 
     init_default_scope("mmpose")
     steps = list(model.zoo_train_pipeline)
