@@ -43,6 +43,18 @@ IMAGE_HW = (256, 320)
 #: The other toolboxes' sizes: small enough for CPU; MMPose's follow each config's codec.
 TOOLBOX_IMAGE_HW = {"mmseg": (128, 128), "mmpretrain": (64, 64)}
 
+#: The MMSegmentation, MMPretrain and MMPose models tests/integration/test_toolbox_zoo_ops.py compares
+#: (see why these there): (package, config) -> what it exercises
+TOOLBOX_MODELS = {
+    ("mmseg", "psanet/psanet_r50-d8_4xb2-40k_cityscapes-512x1024.py"): "psamask (PSAHead, bi-direction)",
+    ("mmseg", "ccnet/ccnet_r50-d8_4xb2-40k_cityscapes-512x1024.py"): "CrissCrossAttention (mmcv.ops)",
+    ("mmseg", "point_rend/pointrend_r50_4xb2-80k_cityscapes-512x1024.py"): "point_sample (mmcv.ops)",
+    ("mmseg", "segformer/segformer_mit-b0_8xb2-160k_ade20k-512x512.py"): "control: no mmcv.ops",
+    ("mmpretrain", "resnet/resnet50_8xb32_in1k.py"): "control: no mmcv.ops",
+    ("mmpose", "body_2d_keypoint/dekr/coco/dekr_hrnet-w32_8xb10-140e_coco-512x512.py"): "DeformConv2d (DEKR head)",
+    ("mmpose", "body_2d_keypoint/topdown_heatmap/coco/td-hm_hrnet-w32_8xb64-210e_coco-256x192.py"): "control",
+}
+
 
 def configs_root(package: str = "mmdet") -> Path:
     """The installed toolbox's zoo configs (``<package>/.mim/configs``)."""

@@ -10,6 +10,7 @@ MaskFormer's focal loss and Mask2Former's deformable attention reach the extensi
 models call no ``mmcv.ops`` at all. One plain model per toolbox is the control: it shows the
 comparison itself (batch, seeds, swap) holds where the ops cannot differ.
 
+The table is zoo_support.TOOLBOX_MODELS (benchmarks/model_ops_speed.py --family times them).
 tests/zoo_support.py builds and runs each model as for tests/integration/test_zoo_ops.py, with
 the toolbox's own data samples; compiled mmcv 2.1.0 comes from the prebuilt wheel
 (tests/ops_support.py). MMPose needs xtcocotools (tests/toolbox_support.py): without a usable
@@ -19,19 +20,11 @@ one its tests skip, saying why.
 from __future__ import annotations
 
 import pytest
+import zoo_support
 
 pytestmark = pytest.mark.slow
 
-#: (package, config) -> what it exercises (for the reader; the comparison covers the whole model)
-COMPARED = {
-    ("mmseg", "psanet/psanet_r50-d8_4xb2-40k_cityscapes-512x1024.py"): "psamask (PSAHead, bi-direction)",
-    ("mmseg", "ccnet/ccnet_r50-d8_4xb2-40k_cityscapes-512x1024.py"): "CrissCrossAttention (mmcv.ops)",
-    ("mmseg", "point_rend/pointrend_r50_4xb2-80k_cityscapes-512x1024.py"): "point_sample (mmcv.ops)",
-    ("mmseg", "segformer/segformer_mit-b0_8xb2-160k_ade20k-512x512.py"): "control: no mmcv.ops",
-    ("mmpretrain", "resnet/resnet50_8xb32_in1k.py"): "control: no mmcv.ops",
-    ("mmpose", "body_2d_keypoint/dekr/coco/dekr_hrnet-w32_8xb10-140e_coco-512x512.py"): "DeformConv2d (DEKR head)",
-    ("mmpose", "body_2d_keypoint/topdown_heatmap/coco/td-hm_hrnet-w32_8xb64-210e_coco-256x192.py"): "control",
-}
+COMPARED = zoo_support.TOOLBOX_MODELS
 
 
 @pytest.fixture(scope="module")
@@ -53,8 +46,6 @@ def _require(package: str) -> None:
 
 @pytest.mark.parametrize(("package", "relative"), sorted(COMPARED), ids=lambda v: v.split("/")[-1])
 def test_toolbox_zoo_model_equals_compiled_mmcv(exts, package, relative) -> None:
-    import zoo_support
-
     _require(package)
     compiled, mmfix_ext = exts
     model = zoo_support.build_model(zoo_support.configs_root(package) / relative)
