@@ -1,15 +1,19 @@
 """Mask R-CNN (and friends) on mmfix's ops against mmcv's compiled ops: time per image, same run.
 
     python benchmarks/model_ops_speed.py [--config mask_rcnn/mask-rcnn_r50_fpn_1x_coco.py ...]
-                                         [--repeat 5] [--threads N] [--size 800 1333]
+                                         [--config mmseg:psanet/psanet_r50-d8_4xb2-40k_cityscapes-512x1024.py ...]
+                                         [--family] [--repeat 5] [--threads N] [--size 800 1333]
 
-For each config of the installed MMDetection (default: Mask R-CNN, Faster R-CNN, RetinaNet and
-Faster R-CNN with DCN), one model (seeded random weights, score thresholds at 0 so every
-detection stage has work) runs inference on one 1333x800 image and one training step on a
-batch of 2, alternately with mmcv 2.1.0's compiled extension and with mmfix's
-(tests/zoo_support.py swaps the extension the real mmcv.ops modules call). Prints the median
-time of each and the ratio mmfix / compiled. Goals (issue 20, CPU): inference <= 1.5x,
-training step <= 2x.
+For each config (default: MMDetection's Mask R-CNN, Faster R-CNN, RetinaNet and Faster R-CNN
+with DCN; ``toolbox:config`` names one of MMSegmentation's, MMPretrain's or MMPose's zoo,
+``--family`` times the models of tests/integration/test_toolbox_zoo_ops.py), one model (seeded
+random weights, score thresholds at 0 so every detection stage has work) runs inference on one
+image (MMDetection 1333x800, MMSegmentation 1024x512, MMPretrain 224x224, MMPose its codec's
+input size; ``--size`` for all) and one training step on a batch of 2, alternately with mmcv
+2.1.0's compiled extension and with mmfix's (tests/zoo_support.py swaps the extension the real
+mmcv.ops modules call). MMPose's inference is its ``tensor`` mode (tests/zoo_support.py).
+Prints the median time of each and the ratio mmfix / compiled. Goals (issue 20, CPU):
+inference <= 1.5x, training step <= 2x.
 """
 
 from __future__ import annotations
@@ -30,14 +34,17 @@ DEFAULT = [
     "retinanet/retinanet_r50_fpn_1x_coco.py",
     "dcn/faster-rcnn_r50-dconv-c3-c5_fpn_1x_coco.py",
 ]
+#: the other toolboxes' image (height, width) when --size is not given; MMPose: the codec's
+SIZES = {"mmseg": (512, 1024), "mmpretrain": (224, 224)}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", action="append", help="config paths relative to mmdet's configs/")
+    parser.add_argument("--config", action="append", help="config path relative to mmdet's configs/, or toolbox:path")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--size", type=int, nargs=2, default=(800, 1333), metavar=("H", "W"))
+    parser.add_argument("--family", action="store_true", help="also the MMSeg/MMPretrain/MMPose test models")
+    parser.add_argument("--size", type=int, nargs=2, default=None, metavar=("H", "W"))
     args = parser.parse_args()
 
     import torch
@@ -49,25 +56,30 @@ def main() -> None:
     from mmfix._ops import _ext
     from ops_support import import_mmcv_ops, load_compiled_ext, swap_ext
 
-    zoo_support.IMAGE_HW = tuple(args.size)
+    zoo_support.IMAGE_HW = tuple(args.size or (800, 1333))
+    zoo_support.POSE_MAX_SIDE = 1 << 30  # the codec's own input size, not the tests' smaller one
     mmfix_ext = _ext.build()
     import_mmcv_ops(mmfix_ext)
     compiled = load_compiled_ext(Path(tempfile.mkdtemp(prefix="mmfix-bench-")))
     exts = {"compiled": compiled, "mmfix": mmfix_ext}
-    print(
-        f"torch {torch.__version__}, {torch.get_num_threads()} threads, image {args.size[0]}x{args.size[1]}; "
-        f"median of {args.repeat}"
-    )
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; median of {args.repeat}")
     print(f"{'config':52} {'':10} {'compiled s':>10} {'mmfix s':>9} {'ratio':>6}")
-    for relative in args.config or DEFAULT:
-        model = zoo_support.build_model(zoo_support.mmdet_configs() / relative)
-        one = zoo_support.synthetic_batch(batch=1)
-        two = zoo_support.synthetic_batch(batch=2)
+    chosen = args.config or ([] if args.family else DEFAULT)
+    if args.family:
+        chosen += [f"{package}:{relative}" for package, relative in sorted(zoo_support.TOOLBOX_MODELS)]
+    for name in chosen:
+        package, relative = name.split(":", 1) if ":" in name else ("mmdet", name)
+        model = zoo_support.build_model(zoo_support.configs_root(package) / relative)
+        size = tuple(args.size) if args.size else SIZES.get(package)
+        one = zoo_support.synthetic_batch(batch=1, model=model, image_hw=size)
+        two = zoo_support.synthetic_batch(batch=2, model=model, image_hw=size)
+        mode = zoo_support.PREDICT_MODE.get(package, "predict")
+        shape = tuple(one["inputs"][0].shape[-2:])
 
-        def infer(ext, model=model, one=one):
+        def infer(ext, model=model, one=one, mode=mode):
             model.eval()
             with swap_ext(ext), torch.no_grad():
-                model(**model.data_preprocessor(one, False), mode="predict")
+                model(**model.data_preprocessor(one, False), mode=mode)
 
         def train_step(ext, model=model, two=two):
             model.train()
@@ -93,7 +105,7 @@ def main() -> None:
                     step(ext)
                     times[name].append(time.perf_counter() - start)
             c, m = statistics.median(times["compiled"]), statistics.median(times["mmfix"])
-            print(f"{relative:52} {label:10} {c:10.2f} {m:9.2f} {m / c:6.2f}", flush=True)
+            print(f"{relative:52} {label:10} {c:10.2f} {m:9.2f} {m / c:6.2f}  ({shape[1]}x{shape[0]})", flush=True)
 
 
 if __name__ == "__main__":
