@@ -11,7 +11,7 @@
 # pinned requirements plus `-e .` plus requirements/test.txt's test tools (its own torch, MMEngine,
 # numpy and wrapt pins are the cell's to choose; ruff and mypy are the lint run's, not a cell's)
 # plus requirements/mmdet.txt (mmcv-lite and MMDetection, pure Python: the `not slow` suite's ops
-# tests drive mmfix's ops through mmcv's Python API and fail without mmcv, see EXTRA_REQUIREMENTS),
+# tests drive mmfix's ops through mmcv's Python API, see EXTRA_REQUIREMENTS),
 # then `python -m pytest -q -m "not slow"` and the checkpoint-security tests (SECURITY_TESTS,
 # which are marked slow and need MMEngine). Prints PASS/FAIL per cell with the time taken (install
 # + tests) and exits non-zero if any cell fails. The pip output and each pytest run's full output
@@ -58,9 +58,9 @@ SECURITY_TESTS=(
     tests/unit/test_pickle_cost.py
 )
 
-# Installed in every cell: without mmcv, `-m "not slow"` has 58 failures and 4 errors
-# (ModuleNotFoundError: No module named 'mmcv', tests/ops_support.py:172, and
-# mmfix/_configs/_image_metas.py:130 from tests/unit/test_image_metas.py).
+# Installed in every cell: without mmcv the 59 `not slow` tests that drive mmfix's ops through
+# mmcv's Python API (tests/ops_support.py's require_mmcv) skip, and a cell would not run them on
+# its torch.
 EXTRA_REQUIREMENTS=(requirements/mmdet.txt)
 
 # Packages whose versions each cell pins itself; requirements/test.txt's other lines are its test tools.

@@ -11,6 +11,7 @@ import pytest
 from mmdet_support import OPEN_IMAGES_HEADER as HEADER
 from mmfix._configs._image_metas import image_names, open_images_sets
 from mmfix._errors import MmfixUsageError
+from ops_support import require_mmcv
 
 
 def test_csv_lists_each_run_of_an_image_once_in_file_order(tmp_path: Path) -> None:
@@ -65,6 +66,8 @@ def test_empty_undecodable_and_missing_files_are_clear_errors(tmp_path: Path) ->
 
 def test_an_empty_or_truncated_image_is_one_clear_error(tmp_path: Path) -> None:
     from mmfix._configs._image_metas import _ImageError, image_meta
+
+    require_mmcv()  # image_meta decodes with mmcv, as 3.x's datasets do
 
     (tmp_path / "empty.jpg").write_bytes(b"")
     (tmp_path / "cut.jpg").write_bytes(b"\xff\xd8\xff\xe0" + b"\x00" * 20)
