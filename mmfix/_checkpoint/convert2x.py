@@ -10,7 +10,7 @@ checkpoint (meta, optimizer state, which refers to parameters by position) is ke
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .._configs._layouts2x import describe, mismatch_message, upgrade
@@ -21,8 +21,6 @@ from .._errors import CheckpointCorruptError, CheckpointMismatchError
 class Conversion:
     written: bool
     summary: str  # one line: what was renamed, or why nothing was
-    missing: list[str] = field(default_factory=list)
-    unexpected: list[str] = field(default_factory=list)
 
 
 def _state_dict_of(checkpoint: Any, path: str) -> tuple[dict[str, Any], bool]:
@@ -61,11 +59,9 @@ def convert_checkpoint(old: str, new: str, config: str | None = None) -> Convers
     checkpoint = torch.load(old, map_location="cpu", weights_only=True)
     state_dict, nested = _state_dict_of(checkpoint, old)
     done = upgrade(state_dict, target_keys)
-    missing: list[str] = []
-    unexpected: list[str] = []
     if target_keys is not None:
-        have = set(done.state_dict)
-        missing = [k for k in target_keys if k not in have and "num_batches_tracked" not in k]
+        # as MMEngine's load_state_dict counts them: BN's num_batches_tracked may be absent
+        missing = [k for k in target_keys if k not in done.state_dict and "num_batches_tracked" not in k]
         wanted = set(target_keys)
         unexpected = [k for k in done.state_dict if k not in wanted]
         if missing or unexpected:

@@ -31,14 +31,16 @@ class Layout:
     renames: tuple[tuple[str, str], ...]  # (2.x key regex, 3.x replacement), first match wins
     reshape: Reshape | None = None  # after the renames, for tensors 3.x stores differently
     note: str = ""  # what else differs, said once when the layout is applied
+    _marker: re.Pattern[str] = field(default=re.compile(""), init=False, repr=False, compare=False)
     _compiled: tuple[tuple[re.Pattern[str], str], ...] = field(default=(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        # compiled once: ``matches`` runs over every key of every state dict MMEngine loads
+        object.__setattr__(self, "_marker", re.compile(self.marker))
         object.__setattr__(self, "_compiled", tuple((re.compile(p), r) for p, r in self.renames))
 
     def matches(self, keys: Iterable[str]) -> bool:
-        marker = re.compile(self.marker)
-        return any(marker.search(k) for k in keys)
+        return any(self._marker.search(k) for k in keys)
 
     def rename(self, key: str) -> str:
         for pattern, replacement in self._compiled:
@@ -165,7 +167,6 @@ def upgrade(
     The result keeps the input's key order (renamed keys take their old key's place) and its
     ``_metadata`` attribute, with the metadata's module prefixes renamed alike.
     """
-    keys = list(state_dict)
     target = None if target_keys is None else set(target_keys)
     applied: list[tuple[Layout, int]] = []
     current: dict[str, Any] = dict(state_dict)
@@ -187,7 +188,7 @@ def upgrade(
         if count:
             applied.append((layout, count))
             current = renamed
-    out: Any = current if applied else dict((k, state_dict[k]) for k in keys)
+    out: Any = current
     metadata = getattr(state_dict, "_metadata", None)
     if metadata is not None:
         out = _with_metadata(out, metadata, [layout for layout, _ in applied])
@@ -202,12 +203,9 @@ def _with_metadata(state_dict: dict[str, Any], metadata: Mapping[str, Any], appl
     out: Any = OrderedDict(state_dict)
     meta: Any = OrderedDict()
     for prefix, value in metadata.items():
-        new = prefix
-        for layout in applied:
-            new = layout.rename(prefix + ".")[:-1] if prefix else prefix
-            if new != prefix:
-                break
-        meta[new] = value
+        # a module's prefix takes the name its parameters took ("" is the root: never renamed)
+        renamed = (layout.rename(prefix + ".")[:-1] for layout in applied) if prefix else ()
+        meta[next((new for new in renamed if new != prefix), prefix)] = value
     out._metadata = meta
     return out
 

@@ -128,9 +128,10 @@ def _load_state_dict(wrapped: Callable[..., Any], instance: Any, args: tuple[Any
 def _renamed(state_dict: Any, target: Any) -> Any:
     from .._configs._layouts2x import LAYOUTS, describe, upgrade
 
-    if not hasattr(state_dict, "keys") or not any(layout.matches(state_dict.keys()) for layout in LAYOUTS):
-        return None  # the common case: one regex search per key, no model keys computed
-    done = upgrade(state_dict, target.state_dict().keys())
+    matching = [layout for layout in LAYOUTS if hasattr(state_dict, "keys") and layout.matches(state_dict.keys())]
+    if not matching:
+        return None  # the common case: one regex search per key and layout, no model keys computed
+    done = upgrade(state_dict, target.state_dict().keys(), matching)
     if not done.changed:
         return None
     _log.info(

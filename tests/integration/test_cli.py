@@ -119,6 +119,7 @@ def test_every_subcommand_help_describes_it_and_its_options() -> None:
         "doctor",
         "inspect",
         "convert-config",
+        "convert-checkpoint",
         "image-metas",
     }
     for name, subparser in sub.choices.items():

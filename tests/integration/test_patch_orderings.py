@@ -29,7 +29,8 @@ events = json.loads(sys.argv[1])
 # (mmengine.model, for cpu_distributed) is not imported yet.
 FIRST = ("argparse", "torch", "mmengine.dist")
 MODULES = FIRST + ("mmengine.logging", "mmengine.model", "mmengine.runner", "mmengine.hooks.checkpoint_hook",
-                   "mmengine.fileio.backends.local_backend", "mmengine.config", "mmcv", "mmcv.ops")
+                   "mmengine.fileio.backends.local_backend", "mmengine.config", "mmengine.infer.infer", "mmcv",
+                   "mmcv.ops")
 TARGETS = {
     "torch_load": [("torch", "load"), ("torch.serialization", "load"), ("torch.hub", "_is_legacy_zip_format")],
     "mmengine_checkpoint": [("mmengine.runner.checkpoint", "_load_checkpoint"),
@@ -49,6 +50,11 @@ TARGETS = {
                     ("mmengine.fileio.backends.local_backend", "LocalBackend.put")],
     "resume_fallback": [("mmengine.runner.checkpoint", "find_latest_checkpoint")],
     "legacy_config": [("mmengine.config.config", "Config.fromfile"), ("mmengine.config.config", "Config.merge_from_dict")],
+    # load_state_dict, and _load_checkpoint_to_model under each name its callers imported it by.
+    "legacy_checkpoint": [("mmengine.runner.checkpoint", "load_state_dict"),
+                          ("mmengine.runner.checkpoint", "_load_checkpoint_to_model"),
+                          ("mmengine.runner.runner", "_load_checkpoint_to_model"),
+                          ("mmengine.infer.infer", "_load_checkpoint_to_model")],
     "mmcv_ops_devices": [("mmcv.ops.furthest_point_sample", "furthest_point_sample"), ("mmcv.ops", "knn"),
                          ("mmcv.ops.points_in_boxes", "points_in_boxes_part"), ("mmcv.ops", "points_in_boxes_all")],
     "mmengine_packages": [("mmengine.utils.package_utils", "is_installed"),
