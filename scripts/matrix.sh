@@ -2,53 +2,71 @@
 # The version matrix (issue 21): mmfix patches torch's and MMEngine's internals, so every release
 # that pyproject.toml claims is run, each in a fresh virtual environment of its own.
 #
-#   scripts/matrix.sh ci          the cells meant for CI (column `ci` = yes)
+#   scripts/matrix.sh ci          the cells meant for CI (column `ci` = yes; .ci/run runs them)
 #   scripts/matrix.sh all         every cell
 #   scripts/matrix.sh CELL...     the named cells
 #   scripts/matrix.sh list        the table
+#   scripts/matrix.sh plan CELL   what that cell would install, one requirement a line
+#   --jobs N (first)              run up to N cells at once (.ci/run: 2; each cell is mostly one
+#                                 process at a time, so two share 2 cores well)
 #
-# Each cell: a fresh venv under $MMFIX_MATRIX_DIR/<cell> (default /tmp/mmfix-matrix), the cell's
-# pinned requirements plus `-e .` plus requirements/test.txt's test tools (its own torch, MMEngine,
-# numpy and wrapt pins are the cell's to choose; ruff and mypy are the lint run's, not a cell's)
-# plus requirements/mmdet.txt (mmcv-lite and MMDetection, pure Python: the `not slow` suite's ops
-# tests drive mmfix's ops through mmcv's Python API, see EXTRA_REQUIREMENTS),
-# then `python -m pytest -q -m "not slow"` and the checkpoint-security tests (SECURITY_TESTS,
-# which are marked slow and need MMEngine). Prints PASS/FAIL per cell with the time taken (install
-# + tests) and exits non-zero if any cell fails. The pip output and each pytest run's full output
-# are in $MMFIX_MATRIX_DIR/<cell>.log.
+# Each cell: a fresh venv under $MMFIX_MATRIX_DIR/<cell> (default /tmp/mmfix-matrix) with the
+# cell's pinned requirements, `-e .`, and the lines of REQUIREMENT_FILES for every package the cell
+# does not pin itself (requirements/test.txt's test tools less ruff and mypy, which are the lint
+# run's; requirements/mmdet.txt's mmcv-lite and MMDetection, pure Python: the `not slow` suite's
+# ops tests drive mmfix's ops through mmcv's Python API). Then `python -m pytest -q -m "not slow"`,
+# the checkpoint-security tests (SECURITY_TESTS) and today's-stack tests (STACK_TESTS), both
+# marked slow. Prints PASS/FAIL per cell with the time taken (install + tests) and exits non-zero
+# if any cell fails. The pip output and each pytest run's full output are in
+# $MMFIX_MATRIX_DIR/<cell>.log.
 #
-# Only the libraries mmfix patches vary here: the whole-stack tests (MMDetection, compiled mmcv,
-# the OpenMMLab toolboxes, SLURM) are .ci/run's main run, so their REQUIRE_* switches are cleared
-# inside a cell (they skip there, saying why).
+# Only the libraries mmfix patches vary here: the whole-stack tests (compiled mmcv, real
+# MMDetection 2.28.2, the OpenMMLab toolboxes, SLURM) are .ci/run's main run, so their REQUIRE_*
+# switches are cleared inside a cell (they skip there, saying why).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$(pwd)
 ROOT=${MMFIX_MATRIX_DIR:-/tmp/mmfix-matrix}
 
-# One row per cell: name | python | ci | pip requirements (space-separated, no spaces inside one).
-#  ci = yes: run by `matrix.sh ci`; no: by `all` or by name only. py39 and py313 download their
-#  torch and its CUDA libraries from PyPI (~3 GB: 1-2 min here, measured 30-57 MB/s) but, like
-#  every cell, take ~15 min on 2 cores (the security tests ~10 of them), more than CI's 90 min leave
-#  beside the main suite and the two CI cells.
+# One row per cell: name | python | ci | pip requirements (space-separated, no spaces inside one;
+# `nodeps:REQ` is installed with --no-deps into a folder of its own that only the STACK_TESTS run
+# sees: a toolbox whose top-level import is tested there but whose heavy dependencies have no
+# wheels for the cell's Python, kept out of the rest of the cell's tests).
+#  ci = yes: run by `matrix.sh ci` (.ci/run runs those after the main suite); no: by `all` or by
+#  name only. CI's two cells each put every lower bound (or every upper bound) together, so that
+#  two cells cover both ends of every axis (Python, torch, wrapt, MMEngine, numpy) within CI's
+#  time; the one-axis cells below them tell which axis a failure of theirs belongs to. Every cell
+#  takes ~10-15 min on 2 cores; the Python 3.9 and 3.13 ones download their torch and its CUDA
+#  libraries from PyPI first (~2-3 GB: 1-2 min here at 30-57 MB/s, then pip's cache).
 CELLS=(
-    # The newest releases: torch 2.14.1 (its CUDA build, from this machine's local index), wrapt 2.x.
-    "newest | 3.11 | yes | torch==2.14.1 wrapt>=2,<3 mmengine==0.10.7 numpy>=2"
-    # pyproject.toml's floors: torch 2.7, wrapt 1.14, MMEngine 0.10.0. The floor was torch 2.4
-    # until this matrix ran it (2026-12-02): on torch 2.4.1, torch.load defaults to
-    # weights_only=False before 2.6 (a plain load ran a payload through mmfix), its (object, name)
-    # allowlist entries need a newer add_safe_globals, mappable.py imports torch.utils.serialization,
-    # and embedding_bag hits an autograd assert (carafe); on 2.6.0 only
+    # Every floor at once: Python 3.9, torch 2.7.1, wrapt 1.14.0, MMEngine 0.10.0, numpy 1.x.
+    "floor   | 3.9  | yes | torch==2.7.1 wrapt==1.14.0 mmengine==0.10.0 numpy<2 opencv-python<4.12"
+    # Every ceiling at once: Python 3.13, torch 2.14.1 (PyPI's cp313 CUDA build), wrapt 2.x, numpy 2.x.
+    # mmcv-lite 2.2.0 (mmcv's last release, which MMDetection 3.3.0 refuses without mmfix):
+    # MMDetection 3.3.0 imports and predicts on it, MMSegmentation 1.2.2 and MMDetection3D 1.4.0
+    # import on it (tests/integration/test_todays_stack.py; open3d, which mmdet3d requires, has
+    # no wheel for Python 3.13, and neither toolbox's top-level import needs its dependencies).
+    "ceiling | 3.13 | yes | torch==2.14.1 wrapt>=2,<3 mmengine==0.10.7 numpy>=2 mmcv-lite==2.2.0 nodeps:mmsegmentation==1.2.2 nodeps:mmdet3d==1.4.0"
+    # The newest releases on the main cell's Python: torch 2.14.1 (its CUDA build, from this
+    # machine's local index), wrapt 2.x.
+    "newest  | 3.11 | no  | torch==2.14.1 wrapt>=2,<3 mmengine==0.10.7 numpy>=2"
+    # pyproject.toml's floors on the main cell's Python: torch 2.7, wrapt 1.14, MMEngine 0.10.0.
+    # The floor was torch 2.4 until this matrix ran it (2026-12-02): on torch 2.4.1, torch.load
+    # defaults to weights_only=False before 2.6 (a plain load ran a payload through mmfix), its
+    # (object, name) allowlist entries need a newer add_safe_globals, mappable.py imports
+    # torch.utils.serialization, and embedding_bag hits an autograd assert (carafe); on 2.6.0 only
     # tests/unit/test_shared_copy_checks.py failed (torch.utils.serialization is torch 2.7+). On an
-    # older torch mmfix now applies nothing and says so at import. Not yet run on 2.7.1.
-    # wrapt 1.14.0 has no cp311 wheel: pip builds it from its sdist (with its C extension; gcc).
+    # older torch mmfix applies nothing and says so at import.
+    # wrapt 1.14.0 has no cp311 wheel: pip builds it from its sdist (with its C extension; gcc);
+    # on Python 3.9 (floor) it installs from a wheel.
     # numpy<2: MMEngine 0.10.0 (Oct 2023) predates numpy 2, so this cell keeps the stack of its
     # time; opencv-python<4.12 because 4.12+ requires numpy>=2 (without the pin pip downloads and
     # rejects five opencv-python releases, ~350 MB, before settling on 4.11).
-    "oldest | 3.11 | yes | torch==2.7.1 wrapt==1.14.0 mmengine==0.10.0 numpy<2 opencv-python<4.12"
-    # Python's floor and ceiling. torch 2.8.0 is the last release with cp39 wheels (numpy 2.0.2
-    # the last numpy); 3.13 gets torch 2.14.1's cp313 wheel from PyPI.
-    "py39   | 3.9  | no  | torch==2.8.0 wrapt>=2,<3 mmengine==0.10.7 numpy>=2"
-    "py313  | 3.13 | no  | torch==2.14.1 wrapt>=2,<3 mmengine==0.10.7 numpy>=2"
+    "oldest  | 3.11 | no  | torch==2.7.1 wrapt==1.14.0 mmengine==0.10.0 numpy<2 opencv-python<4.12"
+    # Python's floor and ceiling alone. torch 2.8.0 is the last release with cp39 wheels (numpy
+    # 2.0.2 the last numpy for 3.9); 3.13 as in `ceiling`.
+    "py39    | 3.9  | no  | torch==2.8.0 wrapt>=2,<3 mmengine==0.10.7 numpy>=2"
+    "py313   | 3.13 | no  | torch==2.14.1 wrapt>=2,<3 mmengine==0.10.7 numpy>=2"
 )
 
 SECURITY_TESTS=(
@@ -58,13 +76,17 @@ SECURITY_TESTS=(
     tests/unit/test_pickle_cost.py
 )
 
+# Today's stack on real packages (setuptools without pkg_resources: the `mmdet::` base and
+# MMEngine's package helpers; MMDetection 3.3.0 on mmcv 2.2 where a cell installs it). Marked
+# slow, cheap (~1 min); each cell runs them with REQUIRE_NO_PKG_RESOURCES=1 (requirements/test.txt
+# installs setuptools >= 82 there) and, where the cell pins mmcv-lite 2.2, REQUIRE_MMCV22=1.
+STACK_TESTS=(tests/integration/test_todays_stack.py)
+
 # Installed in every cell: without mmcv the 59 `not slow` tests that drive mmfix's ops through
 # mmcv's Python API (tests/ops_support.py's require_mmcv) skip, and a cell would not run them on
-# its torch.
-EXTRA_REQUIREMENTS=(requirements/mmdet.txt)
-
-# Packages whose versions each cell pins itself; requirements/test.txt's other lines are its test tools.
-CELL_OWNED="torch mmengine numpy wrapt"
+# its torch. A package a cell pins itself (torch, MMEngine, numpy, wrapt, mmcv-lite …) is taken
+# from the cell's row, not from these files.
+REQUIREMENT_FILES=(requirements/test.txt requirements/mmdet.txt)
 LINT_TOOLS="ruff mypy"
 
 trim() { local s=$1; s=${s#"${s%%[![:space:]]*}"}; s=${s%"${s##*[![:space:]]}"}; printf '%s' "$s"; }
@@ -96,28 +118,37 @@ find_python() {
     return 1
 }
 
-# requirements/test.txt less comments, the cell-owned packages and the lint tools.
-test_tools() {
-    local line name
-    while IFS= read -r line; do
-        line=$(trim "${line%%#*}")
-        [[ -n $line ]] || continue
-        name=$(sed -E 's/^([A-Za-z0-9_.-]+).*/\1/' <<<"$line" | tr '[:upper:]_' '[:lower:]-')
-        [[ " $CELL_OWNED $LINT_TOOLS " == *" $name "* ]] && continue
-        printf '%s\n' "$line"
-    done <requirements/test.txt
+# package_name REQUIREMENT: its project name, normalised (lower case, '-' for '_' and '.').
+package_name() { sed -E 's/^([A-Za-z0-9_.-]+).*/\1/' <<<"$1" | tr '[:upper:]_.' '[:lower:]--'; }
+
+# shared_requirements "NAMES": REQUIREMENT_FILES' lines less comments, the packages in NAMES
+# (the cell's own pins) and the lint tools.
+shared_requirements() {
+    local owned=" $1 $LINT_TOOLS " file line
+    for file in "${REQUIREMENT_FILES[@]}"; do
+        while IFS= read -r line; do
+            line=$(trim "${line%%#*}")
+            [[ -n $line ]] || continue
+            [[ $owned == *" $(package_name "$line") "* ]] && continue
+            printf '%s\n' "$line"
+        done <"$file"
+    done
 }
 
-# cell_pytest NAME VENV ARGS...: one pytest run; prints its summary line (and failures).
+# cell_pytest NAME VENV [VAR=VALUE...] -- ARGS...: one pytest run with those switches set;
+# prints its summary line (and failures).
 cell_pytest() {
     local name=$1 venv=$2 out summary prc=0
     shift 2
+    local -a switches=()
+    while [[ $1 != -- ]]; do switches+=("$1"); shift; done
+    shift
     out=$ROOT/$name.pytest.out
-    echo "---- python -m pytest -q $*" >>"$ROOT/$name.log"
+    echo "---- ${switches[*]} python -m pytest -q $*" >>"$ROOT/$name.log"
     env -u REQUIRE_MMDET -u REQUIRE_COMPILED_MMCV -u REQUIRE_TOOLBOXES -u REQUIRE_SLURM \
-        -u REQUIRE_NO_PKG_RESOURCES -u REQUIRE_MMCV22 -u PYTHONPATH \
-        VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" \
-        "$venv/bin/python" -m pytest -q -p no:cacheprovider "$@" >"$out" 2>&1 || prc=$?
+        -u REQUIRE_NO_PKG_RESOURCES -u REQUIRE_MMCV22 -u REQUIRE_MMDET2 -u PYTHONPATH \
+        VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" "${switches[@]}" \
+        "$venv/bin/python" -m pytest -q -p no:cacheprovider --durations=10 "$@" >"$out" 2>&1 || prc=$?
     cat "$out" >>"$ROOT/$name.log"
     summary=$(grep -E '^=+ .* in [0-9.]+s' "$out" | tail -n 1 || true)
     [[ -n $summary ]] || summary=$(tail -n 1 "$out")
@@ -131,19 +162,24 @@ cell_pytest() {
 
 # run_cell NAME: 0 if the cell installs and its tests pass. Prints progress; everything else goes to the log.
 run_cell() {
-    local name=$1 row py reqs tools python venv log rc=0 t0 t_install
+    local name=$1 row py reqs tools python venv log rc=0 t0 t_install owned="" req
     row=$(row_of "$name") || { echo "matrix: no cell named '$name'" >&2; return 2; }
     py=$(field "$row" 2)
     read -r -a reqs <<<"$(field "$row" 4)"
-    mapfile -t tools < <(test_tools)
-    local -a extra=()
-    local f
-    for f in "${EXTRA_REQUIREMENTS[@]}"; do extra+=(-r "$f"); done
+    local -a plain=() nodeps=()
+    for req in "${reqs[@]}"; do
+        owned+=" $(package_name "${req#nodeps:}")"
+        if [[ $req == nodeps:* ]]; then nodeps+=("${req#nodeps:}"); else plain+=("$req"); fi
+    done
+    mapfile -t tools < <(shared_requirements "$owned")
+    # The stack tests' switches: no pkg_resources in every cell; mmcv 2.2 where the cell pins it.
+    local -a stack=(REQUIRE_NO_PKG_RESOURCES=1)
+    if [[ " ${reqs[*]} " == *" mmcv-lite==2.2."* ]]; then stack+=(REQUIRE_MMCV22=1); fi
     venv=$ROOT/$name
     log=$ROOT/$name.log
     mkdir -p "$ROOT"
     : >"$log"
-    echo "== $name: Python $py; ${reqs[*]}; + -e . ${tools[*]} ${extra[*]}"
+    echo "== $name: Python $py; ${reqs[*]}; + -e . ${tools[*]}"
     t0=$SECONDS
     if ! python=$(find_python "$py"); then
         echo "   no Python $py on this machine (PATH or pyenv)"
@@ -151,8 +187,13 @@ run_cell() {
     fi
     rm -rf "$venv"
     "$python" -m venv "$venv" >>"$log" 2>&1 || { echo "   venv failed (see $log)"; return 1; }
-    if ! "$venv/bin/python" -m pip install --progress-bar off "${reqs[@]}" "${tools[@]}" \
-        "${extra[@]}" -e "$REPO" >>"$log" 2>&1; then
+    local extra=$ROOT/$name.nodeps
+    rm -rf "$extra"
+    if ((${#nodeps[@]} > 0)); then stack+=("PYTHONPATH=$extra"); fi
+    if ! { "$venv/bin/python" -m pip install --progress-bar off "${plain[@]}" "${tools[@]}" -e "$REPO" &&
+        { ((${#nodeps[@]} == 0)) ||
+            "$venv/bin/python" -m pip install --progress-bar off --no-deps --target "$extra" "${nodeps[@]}"; }; } \
+        >>"$log" 2>&1; then
         echo "   install failed after $((SECONDS - t0)) s; the end of $log:"
         tail -n 25 "$log" | sed 's/^/   | /'
         return 1
@@ -169,20 +210,27 @@ print("Python %d.%d.%d" % sys.version_info[:3], *("%s %s" % (n, m.version(n)) fo
 
     # The tests, in the cell's environment (its bin/ first on PATH: the tests run mmfix-run and
     # torchrun), from the repository root, with the whole-stack REQUIRE_* switches off.
-    cell_pytest "$name" "$venv" -m "not slow" || rc=1
-    cell_pytest "$name" "$venv" "${SECURITY_TESTS[@]}" || rc=1
+    cell_pytest "$name" "$venv" -- -m "not slow" || rc=1
+    cell_pytest "$name" "$venv" -- "${SECURITY_TESTS[@]}" || rc=1
+    cell_pytest "$name" "$venv" "${stack[@]}" -- "${STACK_TESTS[@]}" || rc=1
     echo "   ($name: install ${t_install} s, tests $((SECONDS - t0 - t_install)) s)"
     return $rc
 }
 
 usage() {
-    sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
 }
 
+max_jobs=1
+if [[ ${1:-} == --jobs ]]; then
+    [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || { echo "matrix: --jobs needs a positive number" >&2; exit 2; }
+    max_jobs=$2
+    shift 2
+fi
 (($# > 0)) || usage
-for f in "${SECURITY_TESTS[@]}"; do
-    [[ -f $f ]] || { echo "matrix: $f is missing (SECURITY_TESTS)" >&2; exit 2; }
+for f in "${SECURITY_TESTS[@]}" "${STACK_TESTS[@]}" "${REQUIREMENT_FILES[@]}"; do
+    [[ -f $f ]] || { echo "matrix: $f is missing (named at the top of $0)" >&2; exit 2; }
 done
 
 selected=()
@@ -190,6 +238,19 @@ case $1 in
     -h | --help) usage ;;
     list)
         printf '%s\n' "${CELLS[@]}"
+        exit 0
+        ;;
+    plan)
+        (($# == 2)) || usage
+        row=$(row_of "$2") || { echo "matrix: no cell named '$2' (see: $0 list)" >&2; exit 2; }
+        read -r -a reqs <<<"$(field "$row" 4)"
+        owned=""
+        for req in "${reqs[@]}"; do owned+=" $(package_name "${req#nodeps:}")"; done
+        printf '%s\n' "${reqs[@]}" | grep -v '^nodeps:' || true
+        shared_requirements "$owned"
+        printf '%s\n' "-e $REPO"
+        printf '%s\n' "${reqs[@]}" | sed -n 's/^nodeps:/--no-deps --target (the stack tests only) /p'
+
         exit 0
         ;;
     ci | all)
@@ -207,17 +268,45 @@ case $1 in
         ;;
 esac
 
+# cell_verdict NAME RC SECONDS: the summary line of one cell.
+cell_verdict() {
+    if (($2 == 0)); then
+        printf 'PASS  %s  %s s' "$1" "$3"
+    else
+        printf 'FAIL  %s  %s s  (log: %s)' "$1" "$3" "$ROOT/$1.log"
+    fi
+}
+
 results=()
 failed=0
-for name in "${selected[@]}"; do
-    start=$SECONDS
-    if run_cell "$name"; then
-        results+=("PASS  $name  $((SECONDS - start)) s")
-    else
-        results+=("FAIL  $name  $((SECONDS - start)) s  (log: $ROOT/$name.log)")
-        failed=1
-    fi
-done
+if ((max_jobs == 1)); then
+    for name in "${selected[@]}"; do
+        start=$SECONDS
+        rc=0
+        run_cell "$name" || rc=$?
+        results+=("$(cell_verdict "$name" $rc $((SECONDS - start)))")
+        ((rc == 0)) || failed=1
+    done
+else
+    # Up to $max_jobs cells at once, each printing into its own file; printed in order once all end.
+    mkdir -p "$ROOT"
+    for name in "${selected[@]}"; do
+        while (($(jobs -rp | wc -l) >= max_jobs)); do wait -n || true; done
+        (
+            start=$SECONDS
+            rc=0
+            run_cell "$name" >"$ROOT/$name.progress" 2>&1 || rc=$?
+            echo "$rc $((SECONDS - start))" >"$ROOT/$name.rc"
+        ) &
+    done
+    wait
+    for name in "${selected[@]}"; do
+        cat "$ROOT/$name.progress"
+        read -r rc took <"$ROOT/$name.rc"
+        results+=("$(cell_verdict "$name" "$rc" "$took")")
+        ((rc == 0)) || failed=1
+    done
+fi
 echo "== matrix:"
 printf '   %s\n' "${results[@]}"
 exit $failed

@@ -25,6 +25,12 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "suite"))
 from mmfix._patches import mmcv_ops as _mmcv_ops  # noqa: E402
 
 sys.meta_path.insert(0, _mmcv_ops._ExtFinder())
+# With mmcv 2.2 (the version matrix's `ceiling` cell), MMDetection 3.3.0 and the toolboxes refuse
+# to import below their `mmcv < 2.2.0` bound: the test process gets the mmcv_bound patch's finder,
+# as a user's process does (with mmcv 2.1 it changes nothing).
+from mmfix._patches import mmcv_bound as _mmcv_bound  # noqa: E402
+
+sys.meta_path.insert(0, _mmcv_bound._BoundFinder())
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"

@@ -129,11 +129,12 @@ def signature(model: Any, rename: Any = None) -> dict[str, Any]:
 
 
 def _build_3x(path: str) -> Any:
+    # First, as a user's train.py would: the automatic path (Config.fromfile converts a 2.x file),
+    # and with mmcv 2.2 MMDetection's mmcv bound raised before mmdet is imported.
+    import mmfix  # noqa: F401  # isort: skip
     from mmdet.registry import MODELS
     from mmdet.utils import register_all_modules
     from mmengine.config import Config
-
-    import mmfix  # noqa: F401  (the automatic path: Config.fromfile converts a 2.x file)
 
     register_all_modules()
     cfg = Config.fromfile(path)

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import reprlib
+import sys
 import types
 from typing import Any
 
@@ -73,8 +75,11 @@ _DATACLASS_METHODS = frozenset(
 )
 _DATACLASS_FACTORIES = (list, dict, set, tuple, frozenset)
 _REFERENCE_TUPLE = collections.namedtuple("_REFERENCE_TUPLE", "x")
+# (__replace__, Python 3.13+, is the same function as _replace.)
 _NAMEDTUPLE_METHODS = {
-    name: vars(_REFERENCE_TUPLE)[name] for name in ("_make", "_replace", "__repr__", "_asdict", "__getnewargs__")
+    name: vars(_REFERENCE_TUPLE)[name]
+    for name in ("_make", "_replace", "__replace__", "__repr__", "_asdict", "__getnewargs__")
+    if name in vars(_REFERENCE_TUPLE)
 }
 _TUPLE_FIELD = type(vars(_REFERENCE_TUPLE)["x"])
 
@@ -112,7 +117,7 @@ def _own_problem(klass: type) -> str | None:
             if isinstance(value, types.GetSetDescriptorType):
                 continue
             return f"it replaces {name}"
-        if dataclass and name in _DATACLASS_METHODS and _dataclass_made(klass, value):
+        if dataclass and name in _DATACLASS_METHODS and _dataclass_made(klass, name, value):
             continue
         if namedtuple and _namedtuple_made(name, value):
             continue
@@ -150,18 +155,28 @@ def _generated_code(func: Any) -> bool:
     return code is not None and code.co_filename == "<string>"
 
 
-def _dataclass_made(klass: type, value: Any) -> bool:
+def _dataclass_made(klass: type, name: str, value: Any) -> bool:
     if value is None:  # __hash__ = None: unhashable, as dataclasses makes eq=True classes
         return True
-    if any(value is getattr(dataclasses, name, None) for name in ("_dataclass_getstate", "_dataclass_setstate")):
-        return True  # slots=True, frozen=True: dataclasses' own module functions
-    if not isinstance(value, types.FunctionType) or not value.__qualname__.startswith(klass.__qualname__ + "."):
+    if any(
+        value is getattr(dataclasses, name, None) for name in ("_dataclass_getstate", "_dataclass_setstate", "_replace")
+    ):
+        return True  # slots=True, frozen=True, and __replace__ (3.13+): dataclasses' own module functions
+    if not isinstance(value, types.FunctionType) or not _made_for(klass, name, value):
         return False
     if _generated_code(value):
         return True
-    # __repr__ is wrapped by dataclasses' own recursion guard.
+    # __repr__ is wrapped by a recursion guard: dataclasses' own, reprlib's from Python 3.13 on.
     inner = getattr(value, "__wrapped__", None)
-    return value.__code__.co_filename == dataclasses.__file__ and _generated_code(inner)
+    return value.__code__.co_filename in (dataclasses.__file__, reprlib.__file__) and _generated_code(inner)
+
+
+def _made_for(klass: type, name: str, func: types.FunctionType) -> bool:
+    """dataclasses names what it generates for a class after the class (Python 3.10+); 3.9's
+    keeps the generator's own name for the method, so there the name must be exactly that."""
+    if func.__qualname__.startswith(klass.__qualname__ + "."):
+        return True
+    return sys.version_info < (3, 10) and func.__qualname__ == f"__create_fn__.<locals>.{name}"
 
 
 def _namedtuple_made(name: str, value: Any) -> bool:

@@ -1,9 +1,10 @@
 """Today's Python stack: setuptools without pkg_resources, and mmcv 2.2, with the real packages.
 
 The pkg_resources test needs an environment where setuptools >= 82 is installed (the README's
-test command installs one); the mmcv 2.2 test needs mmcv (or mmcv-lite) 2.2 (the matrix cell
-`newest` of scripts/matrix.sh). Each skips elsewhere, saying why; CI sets REQUIRE_NO_PKG_RESOURCES=1
-and, in that cell, REQUIRE_MMCV22=1, so there they fail instead.
+test command installs one, as does every cell of scripts/matrix.sh); the mmcv 2.2 test needs mmcv
+(or mmcv-lite) 2.2 (the matrix cell `ceiling`, which CI runs). Each skips elsewhere, saying why;
+CI's main run and every matrix cell set REQUIRE_NO_PKG_RESOURCES=1, and the cells that pin mmcv
+2.2 set REQUIRE_MMCV22=1, so there they fail instead.
 """
 
 from __future__ import annotations
@@ -126,3 +127,31 @@ def test_mmdet_on_mmcv22_imports_and_predicts(mmcv22: str) -> None:
     assert "asserts mmcv < 2.2.0" in proc.stderr  # the one notice
     control = run_python(PREDICT.format(prefix="", config=config), env=clean_env(MMFIX_DISABLE="1"), check=False)
     assert control.returncode != 0 and "Please install mmcv>=2.0.0rc4, <2.2.0" in control.stderr
+
+
+#: The other toolboxes whose releases assert mmcv < 2.2.0 (mmfix._patches.mmcv_bound.BOUNDS):
+#: the matrix cell that pins mmcv 2.2 installs these releases (without their heavy dependencies,
+#: which their top-level import does not need).
+TOOLBOXES_ON_MMCV22 = {"mmseg": "1.2.2", "mmdet3d": "1.4.0"}
+
+IMPORT = """
+{prefix}
+import mmcv, {package}
+print('VERSIONS', {package}.__version__, mmcv.__version__)
+"""
+
+
+@pytest.mark.parametrize("package", sorted(TOOLBOXES_ON_MMCV22))
+def test_toolboxes_on_mmcv22_import_with_one_notice(mmcv22: str, package: str) -> None:
+    _require(
+        "REQUIRE_MMCV22",
+        importlib.util.find_spec(package) is not None,
+        f"{package} {TOOLBOXES_ON_MMCV22[package]} is not installed here",
+    )
+    proc = run_python(IMPORT.format(prefix="import mmfix", package=package), env=clean_env(), timeout=300)
+    assert re.search(rf"VERSIONS {re.escape(TOOLBOXES_ON_MMCV22[package])} 2\.2\.", proc.stdout), proc.stdout
+    # One notice for the toolbox (mmdet3d imports mmdet, which gets its own).
+    notice = f"{package} {TOOLBOXES_ON_MMCV22[package]} asserts mmcv < 2.2.0"
+    assert proc.stderr.count(notice) == 1, proc.stderr
+    control = run_python(IMPORT.format(prefix="", package=package), env=clean_env(MMFIX_DISABLE="1"), check=False)
+    assert control.returncode != 0 and "AssertionError" in control.stderr and "2.2.0" in control.stderr, control.stderr

@@ -11,6 +11,7 @@ import collections
 import dataclasses
 import enum
 import importlib
+import sys
 import typing
 
 import pytest
@@ -29,9 +30,18 @@ class FrozenPoint:
     x: int = 0
 
 
-@dataclasses.dataclass(slots=True)
-class SlottedPoint:
-    x: int = 0
+if sys.version_info >= (3, 10):
+
+    @dataclasses.dataclass(slots=True)
+    class SlottedPoint:
+        x: int = 0
+
+else:  # dataclass(slots=True) is Python 3.10+: 3.9's spelling of a slotted dataclass
+
+    @dataclasses.dataclass
+    class SlottedPoint:  # type: ignore[no-redef]
+        __slots__ = ("x",)
+        x: int
 
 
 @dataclasses.dataclass
