@@ -3,6 +3,7 @@
     python benchmarks/model_ops_speed.py [--config mask_rcnn/mask-rcnn_r50_fpn_1x_coco.py ...]
                                          [--config mmseg:psanet/psanet_r50-d8_4xb2-40k_cityscapes-512x1024.py ...]
                                          [--family] [--repeat 5] [--threads N] [--size 800 1333]
+                                         [--device cuda]
 
 For each config (default: MMDetection's Mask R-CNN, Faster R-CNN, RetinaNet and Faster R-CNN
 with DCN; ``toolbox:config`` names one of MMSegmentation's, MMPretrain's or MMPose's zoo,
@@ -13,7 +14,9 @@ input size; ``--size`` for all) and one training step on a batch of 2, alternate
 2.1.0's compiled extension and with mmfix's (tests/zoo_support.py swaps the extension the real
 mmcv.ops modules call). MMPose's inference is its ``tensor`` mode (tests/zoo_support.py).
 Prints the median time of each and the ratio mmfix / compiled. Goals (issue 20, CPU):
-inference <= 1.5x, training step <= 2x.
+inference <= 1.5x, training step <= 2x. ``--device cuda`` is the GPU variant (model and inputs
+on the GPU, each step timed to torch.cuda.synchronize()); where compiled mmcv is missing or has
+no CUDA kernels (the wheel in ../shared/wheels is a CPU build), it prints mmfix's times alone.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--family", action="store_true", help="also the MMSeg/MMPretrain/MMPose test models")
     parser.add_argument("--size", type=int, nargs=2, default=None, metavar=("H", "W"))
+    parser.add_argument("--device", default="cpu", help="cpu (default) or cuda: the GPU variant")
     args = parser.parse_args()
 
     import torch
@@ -52,6 +56,10 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     import zoo_support
+    from mmengine.logging import MMLogger
+
+    # init_weights logs one INFO record per parameter (hundreds of lines per model): keep the table readable
+    MMLogger.get_instance("mmengine").setLevel("WARNING")
 
     from mmfix._ops import _ext
     from ops_support import import_mmcv_ops, load_compiled_ext, swap_ext
@@ -60,16 +68,25 @@ def main() -> None:
     zoo_support.POSE_MAX_SIDE = 1 << 30  # the codec's own input size, not the tests' smaller one
     mmfix_ext = _ext.build()
     import_mmcv_ops(mmfix_ext)
-    compiled = load_compiled_ext(Path(tempfile.mkdtemp(prefix="mmfix-bench-")))
-    exts = {"compiled": compiled, "mmfix": mmfix_ext}
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; median of {args.repeat}")
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        sys.exit("--device cuda: torch sees no CUDA device here (torch.cuda.is_available() is False)")
+    exts = {"mmfix": mmfix_ext}
+    try:
+        exts = {"compiled": load_compiled_ext(Path(tempfile.mkdtemp(prefix="mmfix-bench-"))), **exts}
+    except BaseException as exc:  # ops_support says why with pytest.skip (a BaseException)
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        print(f"compiled mmcv not loaded, mmfix's times only: {exc}")
+    threads = f"{torch.get_num_threads()} threads" if device.type == "cpu" else torch.cuda.get_device_name(device)
+    print(f"torch {torch.__version__}, {device.type}, {threads}; median of {args.repeat}")
     print(f"{'config':52} {'':10} {'compiled s':>10} {'mmfix s':>9} {'ratio':>6}")
     chosen = args.config or ([] if args.family else DEFAULT)
     if args.family:
         chosen += [f"{package}:{relative}" for package, relative in sorted(zoo_support.TOOLBOX_MODELS)]
     for name in chosen:
         package, relative = name.split(":", 1) if ":" in name else ("mmdet", name)
-        model = zoo_support.build_model(zoo_support.configs_root(package) / relative)
+        model = zoo_support.build_model(zoo_support.configs_root(package) / relative).to(device)
         size = tuple(args.size) if args.size else SIZES.get(package)
         one = zoo_support.synthetic_batch(batch=1, model=model, image_hw=size)
         two = zoo_support.synthetic_batch(batch=2, model=model, image_hw=size)
@@ -96,16 +113,39 @@ def main() -> None:
                 total.backward()
 
         for label, step in (("inference", infer), ("train step", train_step)):
-            times: dict[str, list[float]] = {"compiled": [], "mmfix": []}
-            for name in exts:  # warm-up
-                step(exts[name])
+            timed = dict(exts)
+            note = ""
+            for ext_name in list(timed):  # warm-up; a CPU-only compiled build refuses CUDA tensors
+                try:
+                    step(timed[ext_name])
+                except RuntimeError as exc:
+                    if ext_name == "mmfix":
+                        raise
+                    del timed[ext_name]
+                    note = f"  compiled: {str(exc).splitlines()[0][:60]}"
+            times: dict[str, list[float]] = {ext_name: [] for ext_name in timed}
             for _ in range(args.repeat):
-                for name, ext in exts.items():
+                for ext_name, ext in timed.items():
+                    synchronize(device)
                     start = time.perf_counter()
                     step(ext)
-                    times[name].append(time.perf_counter() - start)
-            c, m = statistics.median(times["compiled"]), statistics.median(times["mmfix"])
-            print(f"{relative:52} {label:10} {c:10.2f} {m:9.2f} {m / c:6.2f}  ({shape[1]}x{shape[0]})", flush=True)
+                    synchronize(device)
+                    times[ext_name].append(time.perf_counter() - start)
+            m = statistics.median(times["mmfix"])
+            if "compiled" in times:
+                c = statistics.median(times["compiled"])
+                cells = f"{c:10.2f} {m:9.2f} {m / c:6.2f}"
+            else:
+                cells = f"{'-':>10} {m:9.2f} {'-':>6}"
+            print(f"{relative:52} {label:10} {cells}  ({shape[1]}x{shape[0]}){note}", flush=True)
+
+
+def synchronize(device) -> None:
+    """Wait for the device's queued kernels, so that a CUDA step is timed to its end."""
+    if device.type == "cuda":
+        import torch
+
+        torch.cuda.synchronize(device)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,10 @@ ROOT=${MMFIX_MATRIX_DIR:-/tmp/mmfix-matrix}
 # One row per cell: name | python | ci | pip requirements (space-separated, no spaces inside one;
 # `nodeps:REQ` is installed with --no-deps into a folder of its own that only the STACK_TESTS run
 # sees: a toolbox whose top-level import is tested there but whose heavy dependencies have no
-# wheels for the cell's Python, kept out of the rest of the cell's tests).
+# wheels for the cell's Python, kept out of the rest of the cell's tests; into the venv where
+# the cell runs only its own tests) [| the cell's own tests: `VAR=VALUE ... -- PYTEST-ARGS`, run
+# instead of the three standard runs below: for a cell that exists to give one group of tests
+# the environment they need, not to vary a library mmfix patches].
 #  ci = yes: run by `matrix.sh ci` (.ci/run runs those after the main suite); no: by `all` or by
 #  name only. CI's two cells each put every lower bound (or every upper bound) together, so that
 #  two cells cover both ends of every axis (Python, torch, wrapt, MMEngine, numpy) within CI's
@@ -67,6 +70,12 @@ CELLS=(
     # 2.0.2 the last numpy for 3.9); 3.13 as in `ceiling`.
     "py39    | 3.9  | no  | torch==2.8.0 wrapt>=2,<3 mmengine==0.10.7 numpy>=2"
     "py313   | 3.13 | no  | torch==2.14.1 wrapt>=2,<3 mmengine==0.10.7 numpy>=2"
+    # MMPose's tools and models (issue 20): MMPose 1.3.2 imports xtcocotools, whose binary wheels
+    # are built for numpy 1, so the main environment (numpy 2) skips them. Here the main cell's
+    # torch (the one compiled mmcv 2.1.0 in ../shared/wheels was built for) with numpy 1 and
+    # xtcocotools' wheel: the MMPose zoo models against compiled mmcv, and the legacy MMPose 0.x
+    # command lines on MMPose 1.3.2's real tools (training with --gpus 2, resume, test).
+    "mmpose  | 3.11 | yes | torch==2.13.0 numpy<2 opencv-python<4.12 xtcocotools==1.14.3 json-tricks==3.17.3 munkres==3.0.0 nodeps:mmpose==1.3.2 | REQUIRE_TOOLBOXES=mmpose REQUIRE_COMPILED_MMCV=1 -- tests/integration/test_toolbox_zoo_ops.py tests/integration/test_legacy_toolboxes.py tests/unit/test_translate_toolboxes.py -k mmpose"
 )
 
 SECURITY_TESTS=(
@@ -187,12 +196,18 @@ run_cell() {
     fi
     rm -rf "$venv"
     "$python" -m venv "$venv" >>"$log" 2>&1 || { echo "   venv failed (see $log)"; return 1; }
-    local extra=$ROOT/$name.nodeps
+    # `nodeps:` packages: into a folder only the stack tests see (on PYTHONPATH); in a cell that
+    # runs only its own tests, into the venv itself (those tests start tools whose PYTHONPATH
+    # they set themselves).
+    local extra=$ROOT/$name.nodeps own
+    own=$(field "$row" 5)
+    local -a target=(--target "$extra")
+    [[ -z $own ]] || target=()
     rm -rf "$extra"
     if ((${#nodeps[@]} > 0)); then stack+=("PYTHONPATH=$extra"); fi
     if ! { "$venv/bin/python" -m pip install --progress-bar off "${plain[@]}" "${tools[@]}" -e "$REPO" &&
         { ((${#nodeps[@]} == 0)) ||
-            "$venv/bin/python" -m pip install --progress-bar off --no-deps --target "$extra" "${nodeps[@]}"; }; } \
+            "$venv/bin/python" -m pip install --progress-bar off --no-deps "${target[@]}" "${nodeps[@]}"; }; } \
         >>"$log" 2>&1; then
         echo "   install failed after $((SECONDS - t0)) s; the end of $log:"
         tail -n 25 "$log" | sed 's/^/   | /'
@@ -210,9 +225,20 @@ print("Python %d.%d.%d" % sys.version_info[:3], *("%s %s" % (n, m.version(n)) fo
 
     # The tests, in the cell's environment (its bin/ first on PATH: the tests run mmfix-run and
     # torchrun), from the repository root, with the whole-stack REQUIRE_* switches off.
-    cell_pytest "$name" "$venv" -- -m "not slow" || rc=1
-    cell_pytest "$name" "$venv" -- "${SECURITY_TESTS[@]}" || rc=1
-    cell_pytest "$name" "$venv" "${stack[@]}" -- "${STACK_TESTS[@]}" || rc=1
+    if [[ -n $own ]]; then
+        local -a own_switches=() own_args=()
+        read -r -a own_args <<<"$own"
+        while ((${#own_args[@]} > 0)) && [[ ${own_args[0]} != -- ]]; do
+            own_switches+=("${own_args[0]}")
+            own_args=("${own_args[@]:1}")
+        done
+        own_args=("${own_args[@]:1}")
+        cell_pytest "$name" "$venv" "${own_switches[@]}" -- "${own_args[@]}" || rc=1
+    else
+        cell_pytest "$name" "$venv" -- -m "not slow" || rc=1
+        cell_pytest "$name" "$venv" -- "${SECURITY_TESTS[@]}" || rc=1
+        cell_pytest "$name" "$venv" "${stack[@]}" -- "${STACK_TESTS[@]}" || rc=1
+    fi
     echo "   ($name: install ${t_install} s, tests $((SECONDS - t0 - t_install)) s)"
     return $rc
 }
@@ -249,8 +275,9 @@ case $1 in
         printf '%s\n' "${reqs[@]}" | grep -v '^nodeps:' || true
         shared_requirements "$owned"
         printf '%s\n' "-e $REPO"
-        printf '%s\n' "${reqs[@]}" | sed -n 's/^nodeps:/--no-deps --target (the stack tests only) /p'
-
+        printf '%s\n' "${reqs[@]}" | sed -n 's/^nodeps:/--no-deps (--target: seen by the stack tests only, unless the cell runs its own tests) /p'
+        own=$(field "$row" 5)
+        [[ -z $own ]] || printf 'runs: %s\n' "$own"
         exit 0
         ;;
     ci | all)

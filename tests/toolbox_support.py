@@ -7,8 +7,9 @@ packages), so there they fail instead.
 
 MMPose imports xtcocotools (its COCO API) at import, whose only binary wheels are built for
 numpy 1; building it needs a C compiler, which the README's test command must not need. So an
-environment with numpy 2 (CI's) skips the tests that run MMPose's tools, saying why; they run
-wherever xtcocotools imports (REQUIRE_TOOLBOXES=mmpose makes the skip a failure).
+environment with numpy 2 (CI's main one) skips the tests that run MMPose's tools, saying why;
+they run wherever xtcocotools imports: in CI, scripts/matrix.sh's `mmpose` cell (numpy 1), with
+REQUIRE_TOOLBOXES=mmpose, which makes the skip a failure.
 """
 
 from __future__ import annotations
