@@ -1,0 +1,72 @@
+"""scripts/matrix.sh (issue 21) says what it runs, and the README's table and .ci/run agree with it.
+
+Only the script's reading commands run here (`list`, `plan`, a wrong name): they install nothing.
+The cells themselves run in CI (.ci/run ends with `matrix.sh --jobs 2 ci`)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "matrix.sh"
+
+pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="scripts/matrix.sh is a bash script")
+
+
+def _matrix(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", str(SCRIPT), *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+
+def _cells() -> dict[str, list[str]]:
+    listed = _matrix("list")
+    assert listed.returncode == 0, listed.stderr
+    rows = [[field.strip() for field in line.split("|")] for line in listed.stdout.splitlines() if line.strip()]
+    return {row[0]: row for row in rows}
+
+
+def test_the_readme_table_lists_every_cell_with_its_ci_column_and_python() -> None:
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Version matrix") : readme.index("\n## ", readme.index("## Version matrix") + 1)]
+    table = {
+        m.group(1): (m.group(2), m.group(3))
+        for m in re.finditer(r"^\| `([a-z0-9]+)` \| (yes|no) \| ([0-9.]+) \|", section, flags=re.M)
+    }
+    cells = _cells()
+    assert set(table) == set(cells)
+    for name, row in cells.items():
+        assert table[name] == (row[2], row[1]), name
+
+
+def test_ci_runs_the_ci_cells_after_the_readme_test_command() -> None:
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "bash scripts/matrix.sh --jobs 2 ci" in ci
+    assert ci.index("python -m pytest -q") < ci.index("scripts/matrix.sh --jobs 2 ci")
+    assert {name for name, row in _cells().items() if row[2] == "yes"} == {"floor", "ceiling", "mmpose"}
+
+
+def test_plan_prints_the_pins_the_shared_requirements_and_a_cells_own_tests() -> None:
+    ceiling = _matrix("plan", "ceiling")
+    assert ceiling.returncode == 0, ceiling.stderr
+    lines = ceiling.stdout.splitlines()
+    assert "mmcv-lite==2.2.0" in lines and "mmcv-lite==2.1.0" not in lines  # the cell's pin wins
+    assert not any(line.startswith(("ruff", "mypy")) for line in lines)  # the lint run's tools
+    assert any(line.startswith("--no-deps") and line.endswith("mmsegmentation==1.2.2") for line in lines)
+    assert not any(line.startswith("runs:") for line in lines)  # the three standard runs
+
+    mmpose = _matrix("plan", "mmpose")
+    assert mmpose.returncode == 0, mmpose.stderr
+    assert "numpy<2" in mmpose.stdout.splitlines() and "numpy>=2" not in mmpose.stdout.splitlines()
+    runs = [line for line in mmpose.stdout.splitlines() if line.startswith("runs:")]
+    assert len(runs) == 1 and "REQUIRE_TOOLBOXES=mmpose" in runs[0] and "-k mmpose" in runs[0]
+
+
+def test_a_cell_that_does_not_exist_is_refused_naming_it() -> None:
+    for args in (("no-such-cell",), ("plan", "no-such-cell")):
+        result = _matrix(*args)
+        assert result.returncode == 2
+        assert "no cell named 'no-such-cell'" in result.stderr
