@@ -5,7 +5,8 @@ match, so a 2.x checkpoint of a family 3.x rebuilt (YOLACT, DETR, MaskFormer …
 test with those layers at random. Two wrappers fix that:
 
 * ``mmengine.runner.checkpoint.load_state_dict`` -- which ``load_checkpoint``, ``Runner.load_checkpoint``,
-  ``Runner.resume``, ``init_cfg=Pretrained``, the inferencers and ``tools/test.py`` all reach
+  ``Runner.resume``, ``init_cfg=Pretrained``, the inferencers (MMDetection's ``DetInferencer``
+  included) and ``tools/test.py`` all reach
   through ``_load_checkpoint_to_model`` -- renames a state dict that carries a 2.x layout of
   ``_configs._layouts2x`` to the 3.x names the model has, in memory;
 * where the load belongs to a 2.x run (the checkpoint's ``meta`` says MMDetection 2.x, or the
@@ -49,7 +50,15 @@ def apply() -> str | None:
         module = _imported(module_name)
         if module is not None and hasattr(module, "_load_checkpoint_to_model"):
             aliases.append((module, "_load_checkpoint_to_model"))
-    _swaps.wrap(checkpoint, "_load_checkpoint_to_model", _load_checkpoint_to_model, aliases=tuple(aliases))
+    swap = _swaps.wrap(checkpoint, "_load_checkpoint_to_model", _load_checkpoint_to_model, aliases=tuple(aliases))
+
+    # MMDetection's DetInferencer imports it by name too; importing mmdet.apis here would import
+    # all of MMDetection, so its name is swapped when (if) the program imports it.
+    def alias_in(owner: Any) -> None:
+        if getattr(owner, "_load_checkpoint_to_model", None) is swap.original:
+            _swaps.alias(swap, owner, "_load_checkpoint_to_model")
+
+    _swaps.when_imported("mmdet.apis.det_inferencer", alias_in)
     return None
 
 

@@ -213,3 +213,37 @@ def test_load_from_a_2x_saved_checkpoint_into_a_3x_config_is_strict_but_fine_tun
     assert code == 0, out[-3000:]
     assert "size mismatch for roi_head.bbox_head.fc_cls.weight" in out
     assert "does not fit" not in out
+
+
+def test_det_inferencer_is_strict_for_a_2x_saved_checkpoint_as_load_from_is(mmdet_dir, coco, tmp_path) -> None:
+    """MMDetection's DetInferencer imports MMEngine's loader by name: its loads follow the
+    checkpoint-meta rule too (instead of predicting with a random layer after a warning), also
+    where mmdet.apis was imported while the patch was off and it is enabled afterwards."""
+    config = user_config_3x(tmp_path / "faster_rcnn_3x.py", mmdet_dir, coco, extra="")
+    script = """
+import sys, mmfix
+if sys.argv[3] == 'late':
+    mmfix.disable(['legacy_checkpoint'])
+from mmdet.apis import DetInferencer
+if sys.argv[3] == 'late':
+    mmfix.enable(['legacy_checkpoint'])
+try:
+    DetInferencer(model=sys.argv[1], weights=sys.argv[2], device='cpu', show_progress=False)
+except mmfix.CheckpointMismatchError as exc:
+    print('REFUSED', exc)
+else:
+    print('LOADED')
+"""
+    outcomes = {}
+    for version, order in (("2.28.2", "first"), ("2.28.2", "late"), ("3.3.0", "first")):
+        ckpt = _checkpoint_of(config, tmp_path / f"{version}.pth", drop="rpn_head.rpn_cls.weight", meta_version=version)
+        proc = run([sys.executable, "-c", script, str(config), str(ckpt), order], env=clean_env(), timeout=300)
+        out = outcomes[version, order] = proc.stdout + proc.stderr
+        assert proc.returncode == 0, out[-3000:]
+    for order in ("first", "late"):
+        out = outcomes["2.28.2", order]
+        assert "REFUSED" in out and "the checkpoint was saved by MMDetection 2.28.2" in out, (order, out[-3000:])
+        assert "(rpn_head.rpn_cls.weight)" in out
+    # Saved by 3.x: stock MMEngine's behaviour (its warning), as 3.x users expect.
+    out = outcomes["3.3.0", "first"]
+    assert "LOADED" in out and "missing keys in source state_dict: rpn_head.rpn_cls.weight" in out, out[-3000:]
