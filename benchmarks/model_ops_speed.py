@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -62,7 +61,7 @@ def main() -> None:
     MMLogger.get_instance("mmengine").setLevel("WARNING")
 
     from mmfix._ops import _ext
-    from ops_support import import_mmcv_ops, load_compiled_ext, swap_ext
+    from ops_support import compiled_ext_or_none, import_mmcv_ops, swap_ext
 
     zoo_support.IMAGE_HW = tuple(args.size or (800, 1333))
     zoo_support.POSE_MAX_SIDE = 1 << 30  # the codec's own input size, not the tests' smaller one
@@ -71,13 +70,8 @@ def main() -> None:
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         sys.exit("--device cuda: torch sees no CUDA device here (torch.cuda.is_available() is False)")
-    exts = {"mmfix": mmfix_ext}
-    try:
-        exts = {"compiled": load_compiled_ext(Path(tempfile.mkdtemp(prefix="mmfix-bench-"))), **exts}
-    except BaseException as exc:  # ops_support says why with pytest.skip (a BaseException)
-        if isinstance(exc, KeyboardInterrupt):
-            raise
-        print(f"compiled mmcv not loaded, mmfix's times only: {exc}")
+    compiled = compiled_ext_or_none("times")
+    exts = {"mmfix": mmfix_ext} if compiled is None else {"compiled": compiled, "mmfix": mmfix_ext}
     threads = f"{torch.get_num_threads()} threads" if device.type == "cpu" else torch.cuda.get_device_name(device)
     print(f"torch {torch.__version__}, {device.type}, {threads}; median of {args.repeat}")
     print(f"{'config':52} {'':10} {'compiled s':>10} {'mmfix s':>9} {'ratio':>6}")

@@ -11,11 +11,8 @@ Where compiled mmcv has no CPU kernel for an op, only mmfix's time is printed.
 from __future__ import annotations
 
 import argparse
-import importlib
-import pkgutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -51,22 +48,13 @@ def main() -> None:
     import op_cases
 
     from mmfix._ops import _ext
-    from ops_support import load_compiled_ext
+    from ops_support import compiled_ext_or_none
 
     mmfix_ext = _ext.build()
-    try:
-        compiled = load_compiled_ext(Path(tempfile.mkdtemp(prefix="mmfix-bench-")))
-    except BaseException as exc:  # pytest.skip raises a BaseException subclass
-        print(f"no compiled mmcv to compare with ({exc}); printing mmfix's times only")
-        compiled = None
-
-    families = [m.name for m in pkgutil.iter_modules(op_cases.__path__)]
-    if args.family:
-        families = [f for f in families if f in args.family]
+    compiled = compiled_ext_or_none("times")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; {args.stat} of {args.repeat}")
     print(f"{'case':60} {'compiled ms':>12} {'mmfix ms':>10} {'ratio':>7}")
-    for family in families:
-        module = importlib.import_module(f"op_cases.{family}")
+    for family, module in op_cases.families(args.family):
         for label, make in module.cases():
             mine = make(mmfix_ext)
             theirs = None

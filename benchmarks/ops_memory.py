@@ -21,11 +21,8 @@ from __future__ import annotations
 
 import argparse
 import gc
-import importlib
 import os
-import pkgutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
@@ -84,24 +81,13 @@ def main() -> None:
     import op_cases
 
     from mmfix._ops import _ext
-    from ops_support import load_compiled_ext
+    from ops_support import compiled_ext_or_none
 
     mmfix_ext = _ext.build()
-    try:
-        compiled = load_compiled_ext(Path(tempfile.mkdtemp(prefix="mmfix-bench-")))
-    except BaseException as exc:  # pytest.skip raises a BaseException subclass
-        if isinstance(exc, KeyboardInterrupt):
-            raise
-        print(f"no compiled mmcv to compare with ({exc}); printing mmfix's peaks only")
-        compiled = None
-
-    families = [m.name for m in pkgutil.iter_modules(op_cases.__path__)]
-    if args.family:
-        families = [f for f in families if f in args.family]
+    compiled = compiled_ext_or_none("peaks")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; peak resident memory of one call, MiB")
     print(f"{'case':60} {'inputs':>8} {'compiled':>9} {'mmfix':>8} {'mmfix/inputs':>13}")
-    for family in families:
-        module = importlib.import_module(f"op_cases.{family}")
+    for family, module in op_cases.families(args.family):
         for label, make in module.cases():
             theirs = "(none)"
             if compiled is not None:

@@ -65,6 +65,20 @@ def load_compiled_ext(cache: Path) -> ModuleType:
     return module
 
 
+def compiled_ext_or_none(purpose: str) -> ModuleType | None:
+    """For the benchmarks: compiled mmcv's extension (extracted to a fresh temporary folder), or
+    None after printing why not and that only mmfix's ``purpose`` (times, peaks …) follow."""
+    import tempfile
+
+    try:
+        return load_compiled_ext(Path(tempfile.mkdtemp(prefix="mmfix-bench-")))
+    except BaseException as exc:  # _unavailable raises pytest's skip/fail, BaseException subclasses
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        print(f"no compiled mmcv to compare with ({exc}); printing mmfix's {purpose} only")
+        return None
+
+
 # --- comparing the two extensions ------------------------------------------------------------
 # Most of mmcv's extension functions write their results into tensors the caller passes in,
 # so "the output" is every tensor argument after the call, plus the return value. Each side

@@ -5,3 +5,15 @@ realistic call (forward, or forward and backward) through ``ext`` — mmcv's com
 extension or mmfix's — with inputs built once, outside the timed part: ``run`` is
 called as ``run(ext)()``, and only the returned callable is timed.
 """
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from types import ModuleType
+
+
+def families(only: list[str] | None) -> list[tuple[str, ModuleType]]:
+    """(name, module) of every case module, or of those named in ``only`` (``--family``)."""
+    names = [m.name for m in pkgutil.iter_modules(__path__)]
+    return [(name, importlib.import_module(f"{__name__}.{name}")) for name in names if not only or name in only]
