@@ -88,18 +88,24 @@ class CheckpointSaveError(OSError):
 
 
 class ConfigConversionError(MmfixUsageError):
-    """A 2.x config key or value has no 3.x equivalent (or clashes with the 3.x key).
+    """A 2.x config key or value has no 3.x equivalent (or clashes with the 3.x key), or an
+    old-format config of a toolbox whose conversion mmfix does not have yet.
 
     A ``MmfixUsageError``: the tools stop with this one paragraph and exit status 2,
     never a traceback, and before anything is built or launched.
     """
 
-    def __init__(self, key: str, value: object, offers: str, source: str | None = None) -> None:
+    def __init__(
+        self, key: str, value: object, offers: str, source: str | None = None, *, message: str | None = None
+    ) -> None:
+        # ``message``: the whole paragraph, for a config mmfix stops as a whole (another toolbox's
+        # old-format config, whose conversion is not available yet): then ``key`` names its old keys.
         where = f" in {source}" if source else ""
-        message = (
-            f"mmfix: cannot convert the MMDetection 2.x config{where}: `{key}` = {value!r} has no "
-            f"MMDetection 3.x equivalent. {offers}"
-        )
+        if message is None:
+            message = (
+                f"mmfix: cannot convert the MMDetection 2.x config{where}: `{key}` = {value!r} has no "
+                f"MMDetection 3.x equivalent. {offers}"
+            )
         super().__init__(message)
         self.key = key
         self.value = value

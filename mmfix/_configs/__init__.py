@@ -4,7 +4,9 @@
 ``Config.fromfile`` returns it) and returns the 3.x dict and a ``Report``;
 ``apply_legacy_keys(cfg, own_keys)`` applies the 2.x keys found in a 3.x config
 to their 3.x equivalents. Neither imports MMEngine or MMDetection.
-``_engine`` holds the toolbox-independent rules, ``_mmdet`` MMDetection's.
+``_engine`` holds the toolbox-independent rules, ``_mmdet`` MMDetection's;
+``_toolbox`` tells which toolbox a config belongs to, and ``check_toolbox`` stops
+another toolbox's old-format config before any of MMDetection's rules touch it.
 """
 
 from __future__ import annotations
@@ -13,10 +15,22 @@ import copy
 from typing import Any, Iterable
 
 from .._errors import ConfigConversionError
-from . import _engine, _mmdet
+from . import _engine, _mmdet, _toolbox
 from ._report import Report
+from ._toolbox import Detection, Loader
 
-__all__ = ["LEGACY_KEYS", "ConfigConversionError", "Report", "apply_legacy_keys", "classify", "convert"]
+__all__ = [
+    "LEGACY_KEYS",
+    "ConfigConversionError",
+    "Detection",
+    "Loader",
+    "Report",
+    "apply_legacy_keys",
+    "check_toolbox",
+    "classify",
+    "convert",
+    "legacy_markers",
+]
 
 #: Top-level keys of 2.x configs that 3.x ignores without a word.
 LEGACY_KEYS = frozenset(_engine.LEGACY_SCHEDULE_RUNTIME_KEYS + _mmdet.LEGACY_DATA_KEYS)
@@ -65,16 +79,20 @@ _2X_DATA_KEYS = (
 )
 
 
-def _legacy_marker(cfg: dict[str, Any]) -> bool:
+def legacy_markers(cfg: dict[str, Any]) -> list[str]:
+    """The top-level keys that make ``cfg`` 2.x-era, in ``_2X_MARKERS``' order."""
+    found = []
     for key in _2X_MARKERS:
         if key in cfg:
-            if key != "data":
-                return True
             # A 3.x config may name a helper variable `data`; 2.x's has these keys.
             data = cfg[key]
-            if isinstance(data, dict) and any(k in data for k in _2X_DATA_KEYS):
-                return True
-    return False
+            if key != "data" or (isinstance(data, dict) and any(k in data for k in _2X_DATA_KEYS)):
+                found.append(key)
+    return found
+
+
+def _legacy_marker(cfg: dict[str, Any]) -> bool:
+    return bool(legacy_markers(cfg))
 
 
 def classify(cfg: dict[str, Any]) -> str:
@@ -88,6 +106,31 @@ def classify(cfg: dict[str, Any]) -> str:
         or (isinstance(model, dict) and "data_preprocessor" in model)
     )
     return "mixed" if has_3x else "2.x"
+
+
+def check_toolbox(
+    cfg: dict[str, Any], kind: str, filename: str, paths: Iterable[str] = (), loader: Loader | None = None
+) -> Detection:
+    """Which toolbox the 2.x-era (``kind`` '2.x' or 'mixed') config ``cfg`` belongs to.
+
+    Only MMDetection's conversion exists: a config positively MMDetection's, or of no toolbox
+    anything tells (mmfix's historical reading), goes on to it. Another toolbox's old-format
+    ('2.x') config raises ``ConfigConversionError`` naming that toolbox; another toolbox's
+    current-format config ('mixed': 1.x configs keep helper variables such as ``optimizer``)
+    is the caller's to leave as stock.
+    """
+    from .._version import __version__
+
+    found = _toolbox.detect(cfg, paths, loader)
+    if found.toolbox in (None, "mmdet") or kind != "2.x":
+        return found
+    keys = legacy_markers(cfg)
+    raise ConfigConversionError(
+        ", ".join(keys),
+        found.toolbox,
+        "",
+        message=_toolbox.not_available(found, keys, filename, __version__),
+    )
 
 
 def _plain(value: Any) -> Any:

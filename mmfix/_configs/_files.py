@@ -6,18 +6,25 @@ import ast
 import os
 from typing import Any
 
-from . import apply_legacy_keys, classify, convert
+from . import Loader, apply_legacy_keys, check_toolbox, classify, convert
 from ._report import Report
 
+_MAX_BASES = 64  # _base_ files read to find a config's folders: a bound, not a limit any zoo reaches
 
-def load(path: str) -> tuple[str, dict[str, Any], dict[str, Any], Report]:
-    """(kind, merged source dict, converted dict, report) for a config file, with MMEngine's own loader."""
+
+def load(path: str, loader: Loader | None = None) -> tuple[str, dict[str, Any], dict[str, Any], Report]:
+    """(kind, merged source dict, converted dict, report) for a config file, with MMEngine's own loader.
+
+    Another toolbox's old-format config raises ``ConfigConversionError``; its current-format
+    config is returned as it is (kind '3.x')."""
     from mmengine.config import Config
 
     fromfile = getattr(Config.fromfile, "__wrapped__", Config.fromfile)  # mmfix's patch may be active
     cfg = fromfile(path, import_custom_modules=False)
     source = cfg.to_dict()
     kind = classify(source)
+    if kind != "3.x" and check_toolbox(source, kind, path, config_files(path), loader).toolbox not in (None, "mmdet"):
+        kind = "3.x"  # another toolbox's 1.x config with helper variables: not ours to touch
     if kind == "2.x":
         converted, report = convert(source)
     elif kind == "mixed":
@@ -26,6 +33,35 @@ def load(path: str) -> tuple[str, dict[str, Any], dict[str, Any], Report]:
         converted, report = source, Report()
     # The same normal form the automatic path hands to the tools.
     return kind, source, Config(converted).to_dict(), report
+
+
+def _bases(filename: str) -> list[str]:
+    """The ``_base_`` files ``filename`` names (plain paths, relative to its folder), read with ast."""
+    try:
+        with open(filename, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read())
+    except (OSError, SyntaxError, ValueError):
+        return []
+    names: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "_base_" for t in node.targets):
+            values = node.value.elts if isinstance(node.value, (ast.List, ast.Tuple)) else [node.value]
+            names += [v.value for v in values if isinstance(v, ast.Constant) and isinstance(v.value, str)]
+    folder = os.path.dirname(os.path.abspath(filename))
+    # "pkg::path" names a package's config; {{fileDirname}}-style names are left out
+    return [os.path.normpath(os.path.join(folder, n)) for n in names if "::" not in n and "{{" not in n]
+
+
+def config_files(filename: str) -> list[str]:
+    """``filename`` (absolute) and its ``_base_`` files, transitively: where the config's parts live."""
+    out = [os.path.abspath(filename)]
+    i = 0
+    while i < len(out) and len(out) < _MAX_BASES:
+        for base in _bases(out[i]):
+            if base not in out:
+                out.append(base)
+        i += 1
+    return out[:_MAX_BASES]
 
 
 def own_keys(filename: str) -> set[str]:

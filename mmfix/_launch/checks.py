@@ -9,6 +9,7 @@ port is free, the config's evaluators compute what the legacy flags ask for. Eac
 from __future__ import annotations
 
 import os
+import sys
 
 from .. import _settings
 from .plan import Plan
@@ -177,9 +178,11 @@ def _config_converts(config: str | None) -> str | None:
     ):
         return None
     try:
+        from .._configs import Loader
         from .._configs._files import load
 
-        load(config)
+        # the script (sys.argv[0] where a launch starts) tells the toolbox of a config its types do not
+        load(config, Loader(script=sys.argv[0] if sys.argv else None))
     except SystemExit as exc:  # ConfigConversionError
         return getattr(exc, "message", None)
     except Exception:

@@ -63,8 +63,11 @@ def _fromfile(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...],
     filename = str(_wrapping.argument(args, kwargs, 0, "filename"))
     kind = classify(cfg._cfg_dict)
     try:
+        found = _toolbox(cfg, kind, filename) if kind != "3.x" else None
+        if found is not None and found.toolbox not in (None, "mmdet"):
+            kind = "3.x"  # another toolbox's current-format config: left exactly as stock
         if kind == "2.x":
-            cfg = _convert_2x(cfg, filename)
+            cfg = _convert_2x(cfg, filename, found is not None and found.toolbox == "mmdet")
         elif kind == "mixed":
             cfg = _apply_mixed(cfg, filename, _own_keys(filename), "the file")
     except SystemExit:
@@ -82,7 +85,51 @@ def _fromfile(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...],
     return cfg
 
 
-def _convert_2x(cfg: Any, filename: str) -> Any:
+def loader() -> Any:
+    """What is loading a config now: the toolbox module calling ``Config.fromfile`` (the first
+    frame outside mmfix, MMEngine and wrapt), the script run, MMEngine's current default scope."""
+    from .._configs import Loader
+
+    caller = script = None
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = str(frame.f_globals.get("__name__", ""))
+        if name.split(".")[0] not in ("mmfix", "mmengine", "wrapt", "importlib", "runpy"):
+            if name == "__main__":
+                script = frame.f_globals.get("__file__")
+            else:
+                caller = name
+            break
+        frame = frame.f_back  # type: ignore[assignment]
+    scope = None
+    try:
+        from mmengine.registry import DefaultScope
+
+        current = DefaultScope.get_current_instance()
+        scope = current.scope_name if current is not None else None
+    except Exception:  # a diagnostic input: without it the config's own contents decide
+        pass
+    argv0 = sys.argv[0] if sys.argv and sys.argv[0] not in ("", "-c", "-m") else None
+    return Loader(caller, script or argv0, scope)
+
+
+def _toolbox(cfg: Any, kind: str, filename: str) -> Any:
+    """The toolbox of a 2.x-era config (a ``Detection``); another toolbox's old-format config
+    raises ConfigConversionError (its conversion does not exist yet)."""
+    from .._configs import ConfigConversionError, check_toolbox
+    from .._configs._files import config_files
+
+    try:
+        found = check_toolbox(cfg._cfg_dict, kind, filename, config_files(filename), loader())
+    except ConfigConversionError as exc:
+        _fail(exc)
+        raise
+    if found.toolbox not in (None, "mmdet"):
+        _log.debug(f"{filename}: {found.toolbox}'s current-format config ({found.evidence}): left as stock")
+    return found
+
+
+def _convert_2x(cfg: Any, filename: str, known: bool = True) -> Any:
     from mmengine.config import Config
 
     from .._configs import ConfigConversionError, convert
@@ -104,8 +151,13 @@ def _convert_2x(cfg: Any, filename: str) -> Any:
         from .legacy_checkpoint import note_model_from_2x
 
         note_model_from_2x(converted["model"].get("type"))
+    what = (
+        "an MMDetection 2.x config"
+        if known
+        else "a 2.x-era config whose toolbox no model or dataset type tells (read as MMDetection 2.x's)"
+    )
     _log.info(
-        f"{filename} is an MMDetection 2.x config: converted to 3.x in memory ({report.summary()}). "
+        f"{filename} is {what}: converted to 3.x in memory ({report.summary()}). "
         f"`mmfix convert-config {filename} -o NEW.py` writes the result out; add --diff to see each key.",
         key=f"legacy-config:{filename}",
     )
@@ -166,7 +218,7 @@ def _merge_from_dict(wrapped: Callable[..., Any], cfg: Any, args: tuple[Any, ...
     if state is None:
         result = wrapped(*args, **kwargs)
         tops = {str(k).split(".")[0] for k in options}
-        if tops & LEGACY_KEYS:
+        if tops & LEGACY_KEYS and _toolbox(cfg, "mixed", cfg.filename or "config").toolbox in (None, "mmdet"):
             _apply_mixed(cfg, cfg.filename or "config", {str(k) for k in options}, "--cfg-options")
         return result
     from mmengine.config import Config, ConfigDict
