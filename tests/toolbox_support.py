@@ -116,6 +116,9 @@ def toolbox_env(toolbox: Toolbox) -> dict[str, str]:
     configs run without a scope (only that toolbox's: MMPose's import needs xtcocotools, which
     a run of another toolbox must not need)."""
     return {
-        "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), str(REPO / "examples")]),
+        # the inherited PYTHONPATH kept (a checkout run from its source tree, not an install)
+        "PYTHONPATH": os.pathsep.join(
+            [str(REPO / "tests"), str(REPO / "examples"), *filter(None, [os.environ.get("PYTHONPATH")])]
+        ),
         "TOY_ROOT_METRICS": toolbox.name if toolbox.scope is None else "",
     }

@@ -213,3 +213,36 @@ def test_mmdet3d_dist_train_sh_refuses_an_unknown_flag_once_before_any_worker(tm
     assert "unrecognized arguments: --bogus" in log
     assert "ChildFailedError" not in log and "Traceback" not in log
     assert not (tmp_path / "w").exists()
+
+
+PSPNET_0X = (
+    Path(__file__).resolve().parents[1]
+    / "data/family_0x_configs/mmsegmentation-0.30.0/configs/pspnet/pspnet_r18-d8_512x1024_80k_cityscapes.py"
+)
+# MMSegmentation 1.2.2's own config (its schedule keeps a top-level `optimizer` helper variable),
+# loaded and given an --cfg-options-style `optimizer.lr` with mmfix active, against stock MMEngine.
+_STOCK_1X = r"""
+import os, mmseg
+from mmengine.config import Config
+path = os.path.join(os.path.dirname(mmseg.__file__), '.mim/configs/pspnet/pspnet_r50-d8_4xb2-40k_cityscapes-512x1024.py')
+ours, stock = Config.fromfile(path), Config.fromfile.__wrapped__(path)
+assert 'optimizer' in stock and ours.to_dict() == stock.to_dict(), 'a 1.x config was changed'
+ours.merge_from_dict({'optimizer.lr': 0.5})
+assert ours.optimizer.lr == 0.5 and ours.optim_wrapper.optimizer.lr == stock.optim_wrapper.optimizer.lr, ours.optim_wrapper
+print('STOCK')
+"""
+
+
+def test_mmsegmentation_0x_config_stops_with_one_clear_error_and_its_1x_configs_stay_stock(tmp_path: Path) -> None:
+    toolbox = TOOLBOXES["mmseg"]
+    work = tmp_path / "work"
+    proc, log = mmfix_python(toolbox, tools_dir("mmseg") / "train.py", PSPNET_0X, "--gpus", "1", "--work-dir", work)
+    assert proc.returncode == 2, log[-4000:]
+    assert log.count(f"{PSPNET_0X} is an MMSegmentation 0.x config (model type EncoderDecoder)") == 1, log[-4000:]
+    assert "legacy-format conversion is not available in this mmfix version" in log
+    assert "it sets data, optimizer, optimizer_config, lr_config, runner" in log
+    assert "MMDetection" not in log and "Traceback" not in log and "KeyError" not in log, log[-4000:]
+    assert "converted to 3.x" not in log and not work.exists()  # nothing converted, nothing ran
+    proc, log = mmfix_python(toolbox, "-c", _STOCK_1X)
+    assert proc.returncode == 0 and "STOCK" in proc.stdout, log[-4000:]
+    assert "2.x keys in a 3.x config" not in log
