@@ -32,7 +32,11 @@ OLD_CONFIGS = [
         "mmpose",
         "TopDown",
     ),
-    ("mmdetection3d-1.0.0rc6/configs/pointpillars/hv_pointpillars_secfpn_6x8_160e_kitti-3d-car.py", "mmdet3d", "VoxelNet"),
+    (
+        "mmdetection3d-1.0.0rc6/configs/pointpillars/hv_pointpillars_secfpn_6x8_160e_kitti-3d-car.py",
+        "mmdet3d",
+        "VoxelNet",
+    ),
     ("mmdetection3d-1.0.0rc6/configs/votenet/votenet_16x8_sunrgbd-3d-10class.py", "mmdet3d", "VoteNet"),
 ]
 NUIMAGES = FAMILY / "mmdetection3d-1.0.0rc6/configs/nuimages/mask_rcnn_r50_fpn_1x_nuim.py"
@@ -81,7 +85,7 @@ def test_nuimages_configs_are_mmdetection3ds_by_their_folder():
     assert detect(cfg).toolbox == "mmdet"
     found = detect(cfg, config_files(str(NUIMAGES)))
     assert found.toolbox == "mmdet3d" and "config tree" in found.evidence
-    with pytest.raises(ConfigConversionError, match="MMDetection3D 1.0 config"):
+    with pytest.raises(ConfigConversionError, match=r"MMDetection3D 1\.0 config"):
         check_toolbox(cfg, "2.x", str(NUIMAGES), config_files(str(NUIMAGES)))
 
 
