@@ -243,6 +243,13 @@ def test_mmsegmentation_0x_config_stops_with_one_clear_error_and_its_1x_configs_
     assert "it sets data, optimizer, optimizer_config, lr_config, runner" in log
     assert "MMDetection" not in log and "Traceback" not in log and "KeyError" not in log, log[-4000:]
     assert "converted to 3.x" not in log and not work.exists()  # nothing converted, nothing ran
+    # the same paragraph before torchrun starts any worker (--gpus 2), and from `mmfix convert-config`
+    proc, log = mmfix_python(toolbox, tools_dir("mmseg") / "train.py", PSPNET_0X, "--gpus", "2", "--work-dir", work)
+    assert proc.returncode == 2 and log.count("is an MMSegmentation 0.x config") == 1, log[-4000:]
+    assert "MMDetection" not in log and "Traceback" not in log and "torch.distributed" not in log
+    convert = run([MMFIX, "convert-config", str(PSPNET_0X)], env=env(toolbox))
+    assert convert.returncode == 2 and convert.stdout == "", convert.stderr[-3000:]
+    assert convert.stderr.count("is an MMSegmentation 0.x config") == 1 and "MMDetection" not in convert.stderr
     proc, log = mmfix_python(toolbox, "-c", _STOCK_1X)
     assert proc.returncode == 0 and "STOCK" in proc.stdout, log[-4000:]
     assert "2.x keys in a 3.x config" not in log
