@@ -18,41 +18,157 @@ from .._errors import CheckpointSaveError
 
 TMP_MARK = ".mmfix-tmp-"
 
+# Temporary files live in the checkpoint's own folder (a rename is atomic only within one file
+# system), which may be a shared, non-sticky work directory on a network file system that other
+# users, containers and hosts write to. So:
+#
+# * a temporary file is created with O_CREAT|O_EXCL|O_NOFOLLOW under a name with 64 random bits:
+#   a file or symlink planted under a guessed name makes the open fail (EEXIST) and another name
+#   is drawn, instead of being followed or truncated;
+# * its name says who wrote it: ``.<name>.mmfix-tmp-<kernel>-<pidns>-<pid>-<start>-<random>``,
+#   where <kernel> is a digest of this boot's /proc/sys/kernel/random/boot_id (one per running
+#   kernel: tells hosts apart, and containers of one host share it), <pidns> the inode of this
+#   process's pid namespace (tells containers of one kernel apart), <pid> and <start> the
+#   writer's pid and its start time in clock ticks since boot (tells a dead writer from a new
+#   process that reused its pid);
+# * clean-up removes a temporary file only when its writer provably died: same kernel, same pid
+#   namespace, and that pid is gone or is another process now. A file from another host or
+#   container (or an older mmfix, or a name it cannot read) may be another machine's save in
+#   flight on the shared folder: it is never removed, only named once in a log line when old.
+_RANDOM_BYTES = 8
+_CREATE_TRIES = 16
+_FOREIGN_NOTICE_S = 24 * 3600  # a foreign temporary file this old is named (not removed)
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="ascii", errors="replace") as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
+def _start_ticks(pid: int | str) -> int | None:
+    """The process's start time (clock ticks since boot, /proc/PID/stat field 22), or None if it is gone."""
+    text = _read(f"/proc/{pid}/stat")
+    if text is None:
+        return None
+    try:
+        # the command name (field 2) may hold spaces and parentheses: count from the last ")"
+        return int(text.rsplit(")", 1)[1].split()[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def _writer_identity() -> tuple[str, str] | None:
+    """(this kernel, this pid namespace) as they appear in temporary names, or None if unknown."""
+    import hashlib
+
+    boot = _read("/proc/sys/kernel/random/boot_id")
+    try:
+        namespace = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return None
+    if not boot or not boot.strip():
+        return None
+    return hashlib.sha256(boot.strip().encode()).hexdigest()[:16], str(namespace)
+
+
+def _proc_is_ours() -> bool:
+    """Whether /proc shows this pid namespace (a container may see its host's /proc, or none)."""
+    text = _read("/proc/self/stat")
+    return text is not None and text.split(" ", 1)[0] == str(os.getpid())
+
 
 def temp_path_for(path: str) -> str:
+    """A fresh, unpredictable temporary name beside ``path`` that says which writer it belongs to."""
+    import secrets
+
     folder, name = os.path.split(path)
-    return os.path.join(folder, f".{name}{TMP_MARK}{os.getpid()}")
+    identity = _writer_identity()
+    kernel, namespace = identity if identity is not None else ("unknown", "0")
+    start = _start_ticks("self")
+    owner = f"{kernel}-{namespace}-{os.getpid()}-{start if start is not None else 0}"
+    return os.path.join(folder, f".{name}{TMP_MARK}{owner}-{secrets.token_hex(_RANDOM_BYTES)}")
+
+
+def create_temp(path: str) -> tuple[str, int]:
+    """(temporary name, file descriptor) beside ``path``: created exclusively, never through a link."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(_CREATE_TRIES):
+        tmp = temp_path_for(path)
+        try:
+            return tmp, os.open(tmp, flags, 0o644)
+        except FileExistsError:
+            continue  # planted (or, at 2^-64, drawn twice): draw another name
+    raise OSError(
+        errno.EEXIST,
+        f"{_CREATE_TRIES} fresh random temporary names beside it were all taken, which only "
+        "another user planting files in the folder explains; save into a folder only you can write to",
+    )
 
 
 def is_temp_name(name: str) -> bool:
     return name.startswith(".") and TMP_MARK in name
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
+def _abandoned(owner: str, identity: tuple[str, str] | None) -> bool | None:
+    """True: this host's writer of that temporary file provably died. False: it is alive.
+    None: it cannot be told (another host or container, an older or unreadable name)."""
+    fields = owner.split("-")
+    if identity is None or len(fields) != 5 or not all(f.isalnum() for f in fields):
+        return None
+    kernel, namespace, pid, start, _random = fields
+    if (kernel, namespace) != identity or not pid.isdigit() or not start.isdigit():
+        return None
+    if int(pid) == os.getpid():
+        return False  # ours: another thread's save may be in flight; a failed save removes its own
+    now = _start_ticks(pid)
+    if now is not None:
+        return now != int(start)  # gone since, or the pid now names another process
+    try:  # no /proc entry: gone -- unless /proc hides other users' processes (hidepid)
+        os.kill(int(pid), 0)
     except ProcessLookupError:
-        return False
-    except PermissionError:
         return True
-    return True
+    except OSError:
+        pass
+    return False
 
 
 def remove_stale_temps(folder: str) -> list[str]:
-    """Temporary files of writers that died (SIGKILL, node crash) before renaming."""
+    """Temporary files of this host's writers that died (SIGKILL, a crash) before renaming."""
+    import time
+
+    from .. import _log
+
     removed: list[str] = []
     try:
         names = os.listdir(folder)
     except OSError:
         return removed
+    identity = _writer_identity() if _proc_is_ours() else None
     for name in names:
         if not is_temp_name(name):
             continue
-        pid_text = name.rsplit(TMP_MARK, 1)[1]
-        if pid_text.isdigit() and int(pid_text) != os.getpid() and _pid_alive(int(pid_text)):
+        path = os.path.join(folder, name)
+        verdict = _abandoned(name.rsplit(TMP_MARK, 1)[1], identity)
+        if verdict is None:
+            try:
+                age = time.time() - os.lstat(path).st_mtime
+            except OSError:
+                continue
+            if age > _FOREIGN_NOTICE_S:
+                _log.info(
+                    f"{path} is an unfinished mmfix save {age / 3600:.0f} h old from another host, "
+                    "container or mmfix version; it is left alone (it may be a save in flight there). "
+                    "Delete it by hand if nothing writes into this folder any more.",
+                    key=f"foreign-temp:{path}",
+                )
+            continue
+        if not verdict:
             continue
         try:
-            os.remove(os.path.join(folder, name))
+            os.remove(path)
             removed.append(name)
         except OSError:
             pass
@@ -155,9 +271,9 @@ def _start_writeback(fd: int, offset: int, length: int) -> None:
 class _StreamingFile(io.RawIOBase):
     """The file torch.save writes into: plain os.write, with writeback started as it goes."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, fd: int) -> None:
         super().__init__()
-        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        self.fd = fd
         self.pos = 0
         self.kicked = 0
         # torch's zip writer swallows the OSError of a failed write and reports its
@@ -202,18 +318,22 @@ def _replace_atomically(path: str, write: Callable[[_StreamingFile], None], need
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     remove_stale_temps(folder)
-    tmp = temp_path_for(path)
+    tmp: str | None = None
     fh: _StreamingFile | None = None
     try:
-        with _StreamingFile(tmp) as fh:
+        tmp, fd = create_temp(path)
+        with _StreamingFile(fd) as fh:
             write(fh)
             fh.finish()
         os.replace(tmp, path)
-    except (OSError, RuntimeError) as failure:
-        try:
-            os.remove(tmp)
-        except OSError:
-            pass
+    except BaseException as failure:
+        if tmp is not None:
+            try:
+                os.remove(tmp)  # unlinks our own name (a link planted there since is not followed)
+            except OSError:
+                pass
+        if not isinstance(failure, (OSError, RuntimeError)):
+            raise  # Ctrl-C, a pickling error …: no temporary file left behind, the error as it was
         error: OSError | RuntimeError = failure
         if fh is not None and fh.error is not None:
             error = fh.error  # torch's zip writer hides the OSError behind "unexpected pos"

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from .._configs._layouts2x import describe, mismatch_message, upgrade
+from .._configs._layouts2x import collision_message, describe, mismatch_message, upgrade
 from .._errors import CheckpointCorruptError, CheckpointMismatchError
 
 
@@ -59,6 +59,10 @@ def convert_checkpoint(old: str, new: str, config: str | None = None) -> Convers
     checkpoint = torch.load(old, map_location="cpu", weights_only=True)
     state_dict, nested = _state_dict_of(checkpoint, old)
     done = upgrade(state_dict, target_keys)
+    if done.collisions:
+        # A written file is read later without mmfix: keeping both tensors (one under a 2.x name)
+        # would write a half-converted file, and dropping one would be a silent choice.
+        raise CheckpointMismatchError("mmfix: " + collision_message(done.collisions, "Nothing was written."), path=old)
     if target_keys is not None:
         # as MMEngine's load_state_dict counts them: BN's num_batches_tracked may be absent
         missing = [k for k in target_keys if k not in done.state_dict and "num_batches_tracked" not in k]

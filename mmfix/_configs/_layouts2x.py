@@ -139,12 +139,30 @@ MASK2FORMER = Layout(
 LAYOUTS: tuple[Layout, ...] = (YOLACT, DETR, DEFORMABLE_DETR, MASKFORMER, MASK2FORMER)
 
 
+@dataclass(frozen=True)
+class Collision:
+    """Two tensors for one 3.x name: ``sources`` (2.x keys) rename onto ``target``, which the state
+    dict already holds under that name (``held``) or which more than one of them renames onto."""
+
+    target: str
+    sources: tuple[str, ...]
+    held: bool
+
+    def describe(self) -> str:
+        stale = " and ".join(self.sources)
+        if self.held:
+            return f"{self.target} and {stale}, its 2.x name"
+        return f"{stale}, which all rename to {self.target}"
+
+
 @dataclass
 class Upgrade:
-    """What ``upgrade`` did: the new state dict and, per layout applied, how many keys it renamed."""
+    """What ``upgrade`` did: the new state dict, per layout applied how many keys it renamed, and
+    the renames it did not make because their new name was not free (``collisions``)."""
 
     state_dict: dict[str, Any]
     applied: list[tuple[Layout, int]]
+    collisions: list[Collision] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -164,24 +182,32 @@ def upgrade(
     of the family can never make a load worse. Without a model (``mmfix convert-checkpoint``),
     every rename of each matching layout applies.
 
+    A rename never overwrites: a new name the state dict already holds (a 3.x key next to its
+    stale 2.x twin), or one that two keys rename onto, is left as it is and the renaming keys keep
+    their old names -- what stock MMEngine does with such a file (it loads the 3.x tensor, and the
+    2.x key is an unexpected key it warns about, which mmfix's strict mode for 2.x runs refuses).
+    Which of two tensors is the right one cannot be known from the file, so neither is chosen
+    silently: each such case is returned in ``collisions`` for the caller to report.
+
     The result keeps the input's key order (renamed keys take their old key's place) and its
     ``_metadata`` attribute, with the metadata's module prefixes renamed alike.
     """
     target = None if target_keys is None else set(target_keys)
     applied: list[tuple[Layout, int]] = []
+    collisions: list[Collision] = []
     current: dict[str, Any] = dict(state_dict)
     for layout in layouts:
         if not layout.matches(current):
             continue
-        renamed: dict[str, Any] = {}
-        count = 0
-        for key, value in current.items():
+        proposed = {}
+        for key in current:
             new = layout.rename(key)
             if new != key and (target is None or (new in target and key not in target)):
-                count += 1
-                renamed[new] = value
-            else:
-                renamed[key] = value
+                proposed[key] = new
+        blocked = _collisions(current, proposed)
+        collisions.extend(blocked)
+        renamed: dict[str, Any] = {proposed.get(key, key): value for key, value in current.items()}
+        count = len(proposed)
         if layout.reshape is not None:
             renamed = layout.reshape(renamed)
             count = max(count, sum(1 for k in renamed if k not in current))
@@ -192,7 +218,31 @@ def upgrade(
     metadata = getattr(state_dict, "_metadata", None)
     if metadata is not None:
         out = _with_metadata(out, metadata, [layout for layout, _ in applied])
-    return Upgrade(out, applied)
+    return Upgrade(out, applied, collisions)
+
+
+def _collisions(keys: Mapping[str, Any], proposed: dict[str, str]) -> list[Collision]:
+    """Drop from ``proposed`` (old key -> new key) every rename whose new name is not free; return them.
+
+    A name is free when no key keeps it and exactly one key renames onto it. A dropped rename
+    keeps its key under the old name, which may take that name from another rename in turn:
+    repeated until nothing changes (each round only drops renames, so it ends).
+    """
+    found: dict[str, Collision] = {}
+    while True:
+        kept = {key for key in keys if key not in proposed}
+        onto: dict[str, list[str]] = {}
+        for old, new in proposed.items():
+            onto.setdefault(new, []).append(old)
+        clashing = {new: olds for new, olds in onto.items() if new in kept or len(olds) > 1}
+        if not clashing:
+            return list(found.values())
+        for new, olds in clashing.items():
+            for old in olds:
+                del proposed[old]
+            previous = found.get(new)
+            sources = tuple(olds) if previous is None else (*previous.sources, *olds)
+            found[new] = Collision(new, sources, new in kept or (previous is not None and previous.held))
 
 
 def _with_metadata(state_dict: dict[str, Any], metadata: Mapping[str, Any], applied: list[Layout]) -> Any:
@@ -221,6 +271,18 @@ _SHOWN = 12  # keys named in a mismatch message, of each kind
 def _names(keys: list[str]) -> str:
     shown = ", ".join(keys[:_SHOWN])
     return shown + (f" … and {len(keys) - _SHOWN} more" if len(keys) > _SHOWN else "")
+
+
+def collision_message(collisions: list[Collision], consequence: str) -> str:
+    """One paragraph: which keys of a checkpoint are two tensors for one 3.x name, and ``consequence``."""
+    shown = "; ".join(c.describe() for c in collisions[:_SHOWN])
+    more = f" … and {len(collisions) - _SHOWN} more" if len(collisions) > _SHOWN else ""
+    return (
+        f"the checkpoint holds two or more tensors for {len(collisions)} parameter name(s) of the "
+        f"MMDetection 3.x layout ({shown}{more}); which tensor is right cannot be told from the file. "
+        f"{consequence} Delete the stale key(s) from the checkpoint's state dict (`mmfix inspect CKPT` "
+        "lists its keys) and load or convert it again."
+    )
 
 
 def mismatch_message(model: str, missing: list[str], unexpected: list[str], consequence: str) -> str:

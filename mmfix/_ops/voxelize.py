@@ -71,6 +71,22 @@ def _point_voxels(points: torch.Tensor, minima: list[float], size: torch.Tensor,
     return voxels.flip(1)
 
 
+def _voxel_keys(zyx: torch.Tensor, grid: list[int]) -> tuple[torch.Tensor, int]:
+    """(a key per point that two points share exactly when their voxel is the same, the keys' bound).
+
+    The flat cell index when the grid's cell count fits int64 (every voxel setting in use); past
+    2^63 cells it would wrap and pool distant voxels, so the (z, y, x) rows are numbered
+    lexicographically instead (``unique`` over rows: exact whatever the grid). Compiled mmcv's CPU
+    kernel allocates a table of every cell and fails there ("Storage size calculation
+    overflowed"); its CUDA kernel compares points' coordinates and answers as this does.
+    """
+    cells = math.prod(grid)  # a Python int: exact (each axis is below 2^31)
+    if abs(cells) < 1 << 63:
+        return (zyx[:, 0] * grid[1] + zyx[:, 1]) * grid[0] + zyx[:, 2], cells
+    rows, inverse = torch.unique(zyx, dim=0, return_inverse=True)
+    return inverse.reshape(-1), rows.size(0)
+
+
 def _number_voxels(key: torch.Tensor, cells: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Voxels numbered in the order their first point appears.
 
@@ -159,8 +175,7 @@ def hard_voxelize_forward(
     valid = point_voxels[:, 0] >= 0
     kept_points = valid.nonzero().squeeze(1)
     zyx = point_voxels[kept_points].long()
-    key = (zyx[:, 0] * grid[1] + zyx[:, 1]) * grid[0] + zyx[:, 2]
-    voxel_of_point, starters = _number_voxels(key, grid[0] * grid[1] * grid[2])
+    voxel_of_point, starters = _number_voxels(*_voxel_keys(zyx, grid))
     found = starters.numel()
 
     count = found if max_voxels == -1 else min(found, max(max_voxels, 0))

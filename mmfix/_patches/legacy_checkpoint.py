@@ -135,12 +135,23 @@ def _load_state_dict(wrapped: Callable[..., Any], instance: Any, args: tuple[Any
 
 
 def _renamed(state_dict: Any, target: Any) -> Any:
-    from .._configs._layouts2x import LAYOUTS, describe, upgrade
+    from .._configs._layouts2x import LAYOUTS, collision_message, describe, upgrade
 
     matching = [layout for layout in LAYOUTS if hasattr(state_dict, "keys") and layout.matches(state_dict.keys())]
     if not matching:
         return None  # the common case: one regex search per key and layout, no model keys computed
     done = upgrade(state_dict, target.state_dict().keys(), matching)
+    if done.collisions:
+        # Never a silent choice between two tensors: the 3.x-named one loads (stock MMEngine's
+        # choice), the 2.x key stays an unexpected key -- MMEngine's warning, or for a 2.x run
+        # the strict error below -- and this names the pair.
+        _log.warning(
+            collision_message(
+                done.collisions,
+                "Loaded the tensor under the 3.x name, as MMEngine does; the 2.x key(s) are left unexpected.",
+            ),
+            key="legacy-checkpoint-collision:" + ",".join(c.target for c in done.collisions[:4]),
+        )
     if not done.changed:
         return None
     _log.info(

@@ -271,3 +271,85 @@ def test_bad_settings_are_refused_clearly(mmfix_ext):
         mmfix_ext.hard_voxelize_forward(
             points, *[torch.zeros(1)] * 6, max_points=4, max_voxels=5, NDim=2, deterministic=True
         )
+
+
+HUGE_GRID = """
+import importlib.machinery, importlib.util, json, random, resource, signal, sys
+resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30)); signal.alarm(120)
+import torch
+from mmfix._ops import _ext
+
+path = sys.argv[1]
+loader = importlib.machinery.ExtensionFileLoader("mmcv._ext", path)
+compiled = importlib.util.module_from_spec(importlib.util.spec_from_file_location("mmcv._ext", path, loader=loader))
+loader.exec_module(compiled)
+mine = _ext.build()
+
+# 2^22 cells a side (2^66 in all): the flat index z * 2^44 + y * 2^22 + x wraps at z = 2^20.
+side = float(1 << 22)
+size, bounds = torch.tensor([1.0, 1.0, 1.0]), torch.tensor([0.0, 0.0, 0.0, side, side, side])
+rng = random.Random(5)
+rows = []
+for i in range(60):
+    x, y = rng.choice([0.5, 3.5]), rng.choice([0.5, 7.5])
+    z = rng.choice([0.5, 0.5 + (1 << 20), 0.5 + (2 << 20), 2.5, 2.5 + (1 << 20), side + 9.0])  # the last one outside
+    rows.append([x, y, z, float(i)])
+points = torch.tensor(rows)
+report = {}
+coors = torch.zeros((60, 3), dtype=torch.int)
+compiled.dynamic_voxelize_forward(points, size, bounds, coors, NDim=3)
+truth = coors.clone()
+mine.dynamic_voxelize_forward(points, size, bounds, coors, NDim=3)
+report["dynamic_equal"] = torch.equal(coors, truth)
+
+def hard(ext, max_points, max_voxels):
+    out = (torch.zeros((max_voxels, max_points, 4)), torch.zeros((max_voxels, 3), dtype=torch.int),
+           torch.zeros((max_voxels,), dtype=torch.int), torch.zeros((), dtype=torch.long))
+    ext.hard_voxelize_forward(points, size, bounds, *out, max_points=max_points, max_voxels=max_voxels, NDim=3, deterministic=True)
+    return out
+
+try:
+    hard(compiled, 4, 20)
+except RuntimeError as exc:
+    report["compiled_hard"] = str(exc).splitlines()[0]
+
+# What the kernel does, written out over compiled mmcv's own per-point voxels: voxels numbered
+# in the order their first point appears, the first max_points points of each kept voxel.
+for max_points, max_voxels in ((4, 30), (3, 5)):
+    voxels, coor, count, num = hard(mine, max_points, max_voxels)
+    order = {}
+    expected_points = {}
+    for i, voxel in enumerate(map(tuple, truth.tolist())):
+        if voxel[0] == -1 or (voxel not in order and len(order) >= max_voxels):
+            continue
+        slot = order.setdefault(voxel, len(order))
+        expected_points.setdefault(slot, []).append(i)
+    n = len(order)
+    ok = int(num) == n and coor[:n].tolist() == [list(v) for v in order]
+    ok = ok and count[:n].tolist() == [min(len(expected_points[s]), max_points) for s in range(n)]
+    for s in range(n):
+        kept = expected_points[s][:max_points]
+        ok = ok and torch.equal(voxels[s, : len(kept)], points[kept])
+    report[f"hard_{max_points}_{max_voxels}"] = {"ok": ok, "voxels": n}
+print("REPORT", json.dumps(report))
+"""
+
+
+def test_a_grid_past_2_to_the_63_cells_never_pools_different_voxels(compiled_ext, tmp_path):
+    """Issue 28, finding 5: the flat voxel index wraps past 2^63 cells. Compiled mmcv's CPU hard
+    kernel refuses such a grid (its cell table's size overflows); its dynamic kernel answers,
+    and mmfix's hard voxelization must group exactly by those voxels (as mmcv's CUDA kernel,
+    which compares coordinates, does). In its own process under a memory and a time limit."""
+    import json
+    import sys
+
+    from conftest import clean_env, run
+
+    proc = run([sys.executable, "-c", HUGE_GRID, compiled_ext.__file__], env=clean_env(), timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    report = json.loads(proc.stdout.split("REPORT ", 1)[1].splitlines()[0])
+    assert report["dynamic_equal"]
+    assert report["compiled_hard"].startswith("Storage size calculation overflowed")
+    # 20 voxels among the points (2 x, 2 y, 5 z inside the grid, three of them one flat index)
+    assert report["hard_4_30"] == {"ok": True, "voxels": 20}
+    assert report["hard_3_5"] == {"ok": True, "voxels": 5}

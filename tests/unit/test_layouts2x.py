@@ -97,3 +97,58 @@ def test_mismatch_message_names_the_keys_and_says_how_many(n: int) -> None:
     assert f"{n} parameter(s) of the model are not in the checkpoint" in text
     assert "head.layer0.weight" in text and "extra.key" in text and "Nothing was written." in text
     assert ("more" in text) == (n > 12)
+
+
+# --- a rename never overwrites (issue 28, finding 4) -------------------------------------------
+
+STALE = OrderedDict(
+    [
+        ("mask_head.segm_branch.segm_conv.weight", "3x"),  # a 3.x key ...
+        ("segm_head.segm_conv.weight", "2x"),  # ... and its stale 2.x twin, in either order
+        ("segm_head.segm_conv.bias", "bias"),
+    ]
+)
+
+
+@pytest.mark.parametrize("order", [1, -1])
+@pytest.mark.parametrize("target", [None, TARGET_3X])
+def test_a_3x_key_is_never_overwritten_by_its_2x_twin(order: int, target: list[str] | None) -> None:
+    state = OrderedDict(list(STALE.items())[::order])
+    done = upgrade(state, target)
+    # every tensor is still there: the 3.x one under its name, the 2.x one under its old name
+    assert sorted(done.state_dict.values()) == sorted(state.values())
+    assert done.state_dict["mask_head.segm_branch.segm_conv.weight"] == "3x"
+    assert done.state_dict["segm_head.segm_conv.weight"] == "2x"
+    assert done.state_dict["mask_head.segm_branch.segm_conv.bias"] == "bias"  # a free name is still renamed
+    assert [(c.target, c.sources, c.held) for c in done.collisions] == [
+        ("mask_head.segm_branch.segm_conv.weight", ("segm_head.segm_conv.weight",), True)
+    ]
+    assert [n for _, n in done.applied] == [1]
+
+
+def test_two_2x_keys_renaming_onto_one_free_name_both_keep_their_names() -> None:
+    two = Layout(name="toy", marker=r"^old\.", renames=((r"^old\.(a|b)\.", "new."),))
+    done = upgrade(OrderedDict([("old.a.w", 1), ("old.b.w", 2), ("old.c.w", 3)]), layouts=[two])
+    assert done.state_dict == {"old.a.w": 1, "old.b.w": 2, "old.c.w": 3}
+    assert [(c.target, c.sources, c.held) for c in done.collisions] == [("new.w", ("old.a.w", "old.b.w"), False)]
+    assert not done.changed
+
+
+def test_a_blocked_rename_keeps_its_name_from_a_rename_onto_it_in_turn() -> None:
+    # a.w -> b.w is blocked (b.w is held); c.w -> a.w would have taken the name a.w was leaving.
+    chain = Layout(name="toy", marker=r"^a\.", renames=((r"^a\.", "b."), (r"^c\.", "a.")))
+    done = upgrade(OrderedDict([("a.w", 1), ("b.w", 2), ("c.w", 3)]), layouts=[chain])
+    assert done.state_dict == {"a.w": 1, "b.w": 2, "c.w": 3}
+    assert {c.target for c in done.collisions} == {"b.w", "a.w"}
+    # a chain without a clash still renames: a.w -> b.w while b.w -> ... is free
+    free = Layout(name="toy", marker=r"^a\.", renames=((r"^a\.", "b."), (r"^b\.", "d.")))
+    done = upgrade(OrderedDict([("a.w", 1), ("b.w", 2)]), layouts=[free])
+    assert done.state_dict == {"b.w": 1, "d.w": 2} and not done.collisions
+
+
+def test_the_collision_message_names_both_keys_and_what_to_do() -> None:
+    from mmfix._configs._layouts2x import collision_message
+
+    text = collision_message(upgrade(STALE).collisions, "Nothing was written.")
+    assert "mask_head.segm_branch.segm_conv.weight and segm_head.segm_conv.weight" in text
+    assert "Nothing was written." in text and "Delete the stale key(s)" in text
