@@ -127,3 +127,20 @@ def write_per_image(
     for b in range(images):
         region = torch.as_strided(tensor, (per_image,), (1,), tensor.storage_offset() + b * tensor.stride(0))
         region.copy_(values[b].reshape(-1))
+
+
+def flat(op: str, name: str, tensor: torch.Tensor, shape: Sequence[int], layout: str) -> torch.Tensor:
+    """``shape``, row-major from ``tensor``'s first element: what a kernel indexing ``tensor.data_ptr()``
+    reads (and writes) of it, as a view. Refused where that would leave the tensor's memory."""
+    needed = int(torch.Size(shape).numel())
+    if _span(tensor) < needed:
+        raise fail(
+            op,
+            f"`{name}` has shape {tuple(tensor.shape)} (strides {tensor.stride()}): the kernel reads {needed} elements "
+            f"from its first one, but it spans {_span(tensor)}",
+            f"Its layout is {layout}",
+        )
+    if tuple(tensor.shape) == tuple(shape) and tensor.is_contiguous():
+        return tensor
+    inner = [int(torch.Size(shape[i + 1 :]).numel()) for i in range(len(shape))]
+    return torch.as_strided(tensor, tuple(shape), tuple(inner), tensor.storage_offset())
