@@ -103,9 +103,7 @@ def _check_span(op: str, name: str, tensor: torch.Tensor, images: int, per_image
         )
 
 
-def reader(
-    op: str, name: str, tensor: torch.Tensor, images: int, shape: Sequence[int], layout: str
-) -> torch.Tensor:
+def reader(op: str, name: str, tensor: torch.Tensor, images: int, shape: Sequence[int], layout: str) -> torch.Tensor:
     """(images, *shape): what the kernel reads of ``tensor[b]`` for each image b, as a view."""
     per_image = int(torch.Size(shape).numel())
     _check_span(op, name, tensor, images, per_image, layout)
@@ -115,9 +113,7 @@ def reader(
     return torch.as_strided(tensor, (images, *shape), (tensor.stride(0), *inner), tensor.storage_offset())
 
 
-def write_per_image(
-    op: str, name: str, tensor: torch.Tensor, values: torch.Tensor, layout: str
-) -> None:
+def write_per_image(op: str, name: str, tensor: torch.Tensor, values: torch.Tensor, layout: str) -> None:
     """Overwrite what the kernel writes of ``tensor[b]``: ``values[b]``, row-major from its first element.
 
     Image by image, in order, as the kernel's loop (so overlapping images end as the last wrote them)."""

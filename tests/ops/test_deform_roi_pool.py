@@ -293,7 +293,9 @@ def test_an_offset_of_another_shape_is_read_as_the_kernel_reads_it(mmfix_ext, la
     scale, gamma, kw = 0.5, 0.1, dict(pooled_height=3, pooled_width=2, spatial_scale=0.5, sampling_ratio=0, gamma=0.1)
     output = torch.empty(n, 3, 3, 2)
     mmfix_ext.deform_roi_pool_forward(x, rois, given, output, **kw)
-    torch.testing.assert_close(output, reference_forward(x, rois, read.clone(), 3, 2, scale, 0, gamma), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(
+        output, reference_forward(x, rois, read.clone(), 3, 2, scale, 0, gamma), rtol=1e-5, atol=1e-5
+    )
     grad_out = torch.randn(output.shape, generator=g)
     grad_in, grad_off = torch.zeros_like(x), torch.full_like(given, 5.0)
     mmfix_ext.deform_roi_pool_backward(grad_out, x, rois, given, grad_in, grad_off, **kw)
