@@ -113,16 +113,21 @@ def reader(op: str, name: str, tensor: torch.Tensor, images: int, shape: Sequenc
     return torch.as_strided(tensor, (images, *shape), (tensor.stride(0), *inner), tensor.storage_offset())
 
 
-def write_per_image(op: str, name: str, tensor: torch.Tensor, values: torch.Tensor, layout: str) -> None:
-    """Overwrite what the kernel writes of ``tensor[b]``: ``values[b]``, row-major from its first element.
-
-    Image by image, in order, as the kernel's loop (so overlapping images end as the last wrote them)."""
+def write_per_image(
+    op: str, name: str, tensor: torch.Tensor, values: torch.Tensor, layout: str, add: bool = False
+) -> None:
+    """Overwrite (or ``add`` into) what the kernel writes of ``tensor[b]``: ``values[b]``, row-major
+    from its first element. Image by image, in order, as the kernel's loop (so overlapping images
+    end as the last wrote them)."""
     images = values.shape[0]
     per_image = values[0].numel() if images else 0
     _check_span(op, name, tensor, images, per_image, layout)
     for b in range(images):
         region = torch.as_strided(tensor, (per_image,), (1,), tensor.storage_offset() + b * tensor.stride(0))
-        region.copy_(values[b].reshape(-1))
+        if add:
+            region.add_(values[b].reshape(-1))
+        else:
+            region.copy_(values[b].reshape(-1))
 
 
 def flat(op: str, name: str, tensor: torch.Tensor, shape: Sequence[int], layout: str) -> torch.Tensor:

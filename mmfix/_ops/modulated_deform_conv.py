@@ -29,6 +29,7 @@ from ._deform_im2col import Geometry, data_gradients, forward
 TORCHVISION_FAST_PATH = False
 
 _OFFSET = "(batch, deform_groups * 2 * kernel_h * kernel_w, out_h, out_w), (dy, dx) per kernel tap"
+_INPUT = "(batch, channels, height, width)"
 _MASK = "(batch, deform_groups * kernel_h * kernel_w, out_h, out_w)"
 
 
@@ -48,8 +49,8 @@ def _geometry(
     dilation_w: int,
     group: int,
     deformable_group: int,
-) -> tuple[Geometry, int, int, torch.Tensor, torch.Tensor]:
-    """The geometry, output size, and the offset and mask as the kernel reads them (see ``check.reader``)."""
+) -> tuple[Geometry, int, int, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The geometry, output size, and the input, offset and mask as the kernel reads them (``check.reader``)."""
     check.positive(op, kernel_h=kernel_h, kernel_w=kernel_w, stride_h=stride_h, stride_w=stride_w)
     check.positive(op, dilation_h=dilation_h, dilation_w=dilation_w, group=group, deformable_group=deformable_group)
     check.non_negative(op, pad_h=pad_h, pad_w=pad_w)
@@ -86,7 +87,9 @@ def _geometry(
     # Read as the kernel reads them: a larger offset or mask (DyHead's) from its start, row-major.
     offset = check.reader(op, "offset", offset, batch, (deformable_group * 2 * taps, out_h, out_w), _OFFSET)
     mask = check.reader(op, "mask", mask, batch, (deformable_group * taps, out_h, out_w), _MASK)
-    return geo, out_h, out_w, offset, mask
+    # The image too (a channels-last input is read as its memory lies, as the kernel reads it).
+    input = check.reader(op, "input", input, batch, (channels, height, width), _INPUT)
+    return geo, out_h, out_w, input, offset, mask
 
 
 def _bias(op: str, bias: torch.Tensor, out_channels: int) -> torch.Tensor:
@@ -122,7 +125,7 @@ def modulated_deform_conv_forward(
 ) -> None:
     op = "modulated_deform_conv_forward"
     check.same_kind(op, input=input, weight=weight, offset=offset, mask=mask, output=output)
-    geo, out_h, out_w, offset, mask = _geometry(
+    geo, out_h, out_w, input, offset, mask = _geometry(
         op,
         input,
         weight,
@@ -204,7 +207,7 @@ def modulated_deform_conv_backward(
         grad_mask=grad_mask,
         grad_output=grad_output,
     )
-    geo, out_h, out_w, offset, mask = _geometry(
+    geo, out_h, out_w, input, offset, mask = _geometry(
         op,
         input,
         weight,
@@ -223,7 +226,7 @@ def modulated_deform_conv_backward(
     )
     batch, out_channels = input.shape[0], weight.shape[0]
     check.shape(op, "grad_output", grad_output, (batch, out_channels, out_h, out_w), "that of the output")
-    input_target = check.view(op, "grad_input", grad_input, input.shape)
+    grad_image = check.view(op, "grad_input", grad_input, input.shape)  # the kernel's grad_input.view(...)
     weight_target = check.view(op, "grad_weight", grad_weight, weight.shape)
     bias_target = None
     if with_bias:
@@ -231,7 +234,8 @@ def modulated_deform_conv_backward(
         bias_target = check.view(op, "grad_bias", grad_bias, (out_channels,))
     grads = data_gradients(input, weight, offset, mask, grad_output, geo, max(1, batch), with_weight=True)
     assert grads.mask is not None and grads.weight is not None
-    input_target += grads.input
+    # Added where the kernel's col2im adds: grad_input[b] from its first element on.
+    check.write_per_image(op, "grad_input", grad_image, grads.input.to(grad_input.dtype), _INPUT, add=True)
     # Overwritten where the kernel writes: per image, from its first element on (see ``check.reader``).
     check.write_per_image(op, "grad_offset", grad_offset, grads.offset.to(grad_offset.dtype), _OFFSET)
     check.write_per_image(op, "grad_mask", grad_mask, grads.mask.to(grad_mask.dtype), _MASK)

@@ -126,7 +126,8 @@ def test_a_callers_ones_weighs_the_bias_gradient_like_compiled(compiled_ext, mmf
 
 
 def _oversized(t, keywords, extra, sliced, channels_last, g):
-    """t's offset and mask replaced by larger tensors (extra channels, rows, columns)."""
+    """t's offset and mask replaced by larger tensors (extra channels, rows, columns); channels_last:
+    those and the input in channels-last memory."""
     batch, offset_channels, out_h, out_w = t["offset"].shape
     mask_channels = t["mask"].shape[1]
     more_c, more_h, more_w = extra
@@ -137,9 +138,10 @@ def _oversized(t, keywords, extra, sliced, channels_last, g):
     else:
         offset = torch.randn(batch, offset_channels + more_c, h, w, generator=g) * 3
         mask = torch.rand(batch, mask_channels + more_c, h, w, generator=g)
-    if channels_last:
-        offset, mask = (x.contiguous(memory_format=torch.channels_last) for x in (offset, mask))
-    return {**t, "offset": offset, "mask": mask}
+    image = t["input"]
+    if channels_last:  # read (and their gradients written) as their memory lies, as the kernel does
+        offset, mask, image = (x.contiguous(memory_format=torch.channels_last) for x in (offset, mask, image))
+    return {**t, "input": image, "offset": offset, "mask": mask}
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
