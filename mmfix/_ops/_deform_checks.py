@@ -64,3 +64,84 @@ def view(op: str, name: str, tensor: torch.Tensor, size: Sequence[int]) -> torch
             f"`{name}` has shape {tuple(tensor.shape)} (strides {tensor.stride()}), which cannot be viewed as {tuple(size)}",
             f"Pass a contiguous tensor of {int(torch.Size(size).numel())} elements (results are written into it)",
         ) from None
+
+
+# --- raw reads and writes ----------------------------------------------------------------------
+# mmcv's kernels take ``tensor[b].data_ptr()`` (or ``tensor.data_ptr()``) and index it with the
+# strides of the shape THEY expect (the output's height and width for an offset), never checking
+# the tensor's own shape or strides. A tensor larger than that shape is therefore read from its
+# first element on, row-major, and its remaining elements are ignored: MMDetection's DyHead
+# relies on it (``spatial_conv_high`` applies the offset and mask computed on one FPN level to
+# the next, smaller one), and every DyHead checkpoint was trained so. ``reader`` reproduces that
+# read exactly (it is also what the kernels do with a non-contiguous tensor); a read that would
+# leave the memory of the argument's own element (or image) is refused, as it would read out of
+# bounds or another image's data.
+
+
+def _span(tensor: torch.Tensor) -> int:
+    """Elements from a tensor's first element to its last, inclusive, in its storage (0 if empty)."""
+    if tensor.numel() == 0:
+        return 0
+    return 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride()))
+
+
+def _check_span(op: str, name: str, tensor: torch.Tensor, images: int, per_image: int, layout: str) -> None:
+    if tensor.dim() < 1 or tensor.shape[0] < images:
+        raise fail(
+            op,
+            f"`{name}` has shape {tuple(tensor.shape)}, fewer than the {images} image(s) of the input",
+            f"Its layout is {layout}",
+        )
+    span = _span(tensor[0]) if tensor.dim() > 1 else 1
+    if images and span < per_image:
+        raise fail(
+            op,
+            f"`{name}` has shape {tuple(tensor.shape)} (strides {tensor.stride()}): the kernel reads {per_image} "
+            f"elements per image from each image's first one, but an image of it spans {span}",
+            f"Its layout is {layout}; pass at least that many elements per image (a larger tensor is read from its "
+            "start, row-major, as mmcv's kernels read it)",
+        )
+
+
+def reader(op: str, name: str, tensor: torch.Tensor, images: int, shape: Sequence[int], layout: str) -> torch.Tensor:
+    """(images, *shape): what the kernel reads of ``tensor[b]`` for each image b, as a view."""
+    per_image = int(torch.Size(shape).numel())
+    _check_span(op, name, tensor, images, per_image, layout)
+    if tuple(tensor.shape) == (images, *shape) and tensor.is_contiguous():
+        return tensor
+    inner = [int(torch.Size(shape[i + 1 :]).numel()) for i in range(len(shape))]
+    return torch.as_strided(tensor, (images, *shape), (tensor.stride(0), *inner), tensor.storage_offset())
+
+
+def write_per_image(
+    op: str, name: str, tensor: torch.Tensor, values: torch.Tensor, layout: str, add: bool = False
+) -> None:
+    """Overwrite (or ``add`` into) what the kernel writes of ``tensor[b]``: ``values[b]``, row-major
+    from its first element. Image by image, in order, as the kernel's loop (so overlapping images
+    end as the last wrote them)."""
+    images = values.shape[0]
+    per_image = values[0].numel() if images else 0
+    _check_span(op, name, tensor, images, per_image, layout)
+    for b in range(images):
+        region = torch.as_strided(tensor, (per_image,), (1,), tensor.storage_offset() + b * tensor.stride(0))
+        if add:
+            region.add_(values[b].reshape(-1))
+        else:
+            region.copy_(values[b].reshape(-1))
+
+
+def flat(op: str, name: str, tensor: torch.Tensor, shape: Sequence[int], layout: str) -> torch.Tensor:
+    """``shape``, row-major from ``tensor``'s first element: what a kernel indexing ``tensor.data_ptr()``
+    reads (and writes) of it, as a view. Refused where that would leave the tensor's memory."""
+    needed = int(torch.Size(shape).numel())
+    if _span(tensor) < needed:
+        raise fail(
+            op,
+            f"`{name}` has shape {tuple(tensor.shape)} (strides {tensor.stride()}): the kernel reads {needed} elements "
+            f"from its first one, but it spans {_span(tensor)}",
+            f"Its layout is {layout}",
+        )
+    if tuple(tensor.shape) == tuple(shape) and tensor.is_contiguous():
+        return tensor
+    inner = [int(torch.Size(shape[i + 1 :]).numel()) for i in range(len(shape))]
+    return torch.as_strided(tensor, tuple(shape), tuple(inner), tensor.storage_offset())

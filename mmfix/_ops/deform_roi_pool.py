@@ -177,6 +177,9 @@ def _table(input: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return table
 
 
+_OFFSET = "(num_rois, 2, pooled_height, pooled_width): dx then dy per bin"
+
+
 def _check(
     op: str,
     input: torch.Tensor,
@@ -201,9 +204,8 @@ def _check(
             )
     if offset.numel() == 0:
         return None
-    expected = (rois.shape[0], 2, pooled_height, pooled_width)
-    check.shape(op, "offset", offset, expected, "(num_rois, 2, pooled_height, pooled_width): dx then dy per bin")
-    return offset
+    # The kernel indexes offset.data_ptr() as (num_rois, 2, pooled_height, pooled_width): so does this.
+    return check.flat(op, "offset", offset, (rois.shape[0], 2, pooled_height, pooled_width), _OFFSET)
 
 
 def deform_roi_pool_forward(
@@ -265,7 +267,7 @@ def deform_roi_pool_backward(
     offset_target = None
     if offset_or_none is not None:
         check.same_kind(op, grad_output=grad_output, grad_offset=grad_offset)
-        offset_target = check.view(op, "grad_offset", grad_offset, offset.shape)
+        offset_target = check.flat(op, "grad_offset", grad_offset, offset_or_none.shape, _OFFSET)
     if n == 0:
         return
     dtype = compute_dtype(input.dtype)

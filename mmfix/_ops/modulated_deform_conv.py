@@ -8,6 +8,11 @@ caller's tensor is never changed, nor here); ``ones`` is too, unless the caller 
 2-D tensor of at least out_h * out_w elements, which the kernel then uses as the weights
 of the bias gradient's sum over positions (mmcv passes an empty tensor: plain sums).
 
+``offset`` and ``mask`` are read as the kernel reads them: per image, from the image's first
+element on, in the output's layout; so a larger one (DyHead applies one level's offset to the
+next, smaller level) is read from its start, and ``grad_offset`` / ``grad_mask`` are
+overwritten there only (see ``_deform_checks.reader``).
+
 The arithmetic is in ``_deform_im2col`` (shared with ``deform_conv``).
 """
 
@@ -24,6 +29,7 @@ from ._deform_im2col import Geometry, data_gradients, forward
 TORCHVISION_FAST_PATH = False
 
 _OFFSET = "(batch, deform_groups * 2 * kernel_h * kernel_w, out_h, out_w), (dy, dx) per kernel tap"
+_INPUT = "(batch, channels, height, width)"
 _MASK = "(batch, deform_groups * kernel_h * kernel_w, out_h, out_w)"
 
 
@@ -43,7 +49,8 @@ def _geometry(
     dilation_w: int,
     group: int,
     deformable_group: int,
-) -> tuple[Geometry, int, int]:
+) -> tuple[Geometry, int, int, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The geometry, output size, and the input, offset and mask as the kernel reads them (``check.reader``)."""
     check.positive(op, kernel_h=kernel_h, kernel_w=kernel_w, stride_h=stride_h, stride_w=stride_w)
     check.positive(op, dilation_h=dilation_h, dilation_w=dilation_w, group=group, deformable_group=deformable_group)
     check.non_negative(op, pad_h=pad_h, pad_w=pad_w)
@@ -77,9 +84,12 @@ def _geometry(
             op, f"the output would be {out_h} x {out_w} for a {height} x {width} input", "Use a larger input or padding"
         )
     taps = kernel_h * kernel_w
-    check.shape(op, "offset", offset, (batch, deformable_group * 2 * taps, out_h, out_w), _OFFSET)
-    check.shape(op, "mask", mask, (batch, deformable_group * taps, out_h, out_w), _MASK)
-    return geo, out_h, out_w
+    # Read as the kernel reads them: a larger offset or mask (DyHead's) from its start, row-major.
+    offset = check.reader(op, "offset", offset, batch, (deformable_group * 2 * taps, out_h, out_w), _OFFSET)
+    mask = check.reader(op, "mask", mask, batch, (deformable_group * taps, out_h, out_w), _MASK)
+    # The image too (a channels-last input is read as its memory lies, as the kernel reads it).
+    input = check.reader(op, "input", input, batch, (channels, height, width), _INPUT)
+    return geo, out_h, out_w, input, offset, mask
 
 
 def _bias(op: str, bias: torch.Tensor, out_channels: int) -> torch.Tensor:
@@ -115,7 +125,7 @@ def modulated_deform_conv_forward(
 ) -> None:
     op = "modulated_deform_conv_forward"
     check.same_kind(op, input=input, weight=weight, offset=offset, mask=mask, output=output)
-    geo, out_h, out_w = _geometry(
+    geo, out_h, out_w, input, offset, mask = _geometry(
         op,
         input,
         weight,
@@ -197,7 +207,7 @@ def modulated_deform_conv_backward(
         grad_mask=grad_mask,
         grad_output=grad_output,
     )
-    geo, out_h, out_w = _geometry(
+    geo, out_h, out_w, input, offset, mask = _geometry(
         op,
         input,
         weight,
@@ -216,19 +226,19 @@ def modulated_deform_conv_backward(
     )
     batch, out_channels = input.shape[0], weight.shape[0]
     check.shape(op, "grad_output", grad_output, (batch, out_channels, out_h, out_w), "that of the output")
-    input_target = check.view(op, "grad_input", grad_input, input.shape)
+    grad_image = check.view(op, "grad_input", grad_input, input.shape)  # the kernel's grad_input.view(...)
     weight_target = check.view(op, "grad_weight", grad_weight, weight.shape)
-    offset_target = check.view(op, "grad_offset", grad_offset, offset.shape)
-    mask_target = check.view(op, "grad_mask", grad_mask, mask.shape)
     bias_target = None
     if with_bias:
         check.same_kind(op, grad_output=grad_output, grad_bias=grad_bias)
         bias_target = check.view(op, "grad_bias", grad_bias, (out_channels,))
     grads = data_gradients(input, weight, offset, mask, grad_output, geo, max(1, batch), with_weight=True)
     assert grads.mask is not None and grads.weight is not None
-    input_target += grads.input
-    offset_target.copy_(grads.offset)
-    mask_target.copy_(grads.mask)
+    # Added where the kernel's col2im adds: grad_input[b] from its first element on.
+    check.write_per_image(op, "grad_input", grad_image, grads.input.to(grad_input.dtype), _INPUT, add=True)
+    # Overwritten where the kernel writes: per image, from its first element on (see ``check.reader``).
+    check.write_per_image(op, "grad_offset", grad_offset, grads.offset.to(grad_offset.dtype), _OFFSET)
+    check.write_per_image(op, "grad_mask", grad_mask, grads.mask.to(grad_mask.dtype), _MASK)
     weight_target += grads.weight
     if bias_target is not None:
         positions = grad_output.reshape(batch, out_channels, out_h * out_w)

@@ -31,6 +31,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from . import _deform_checks as check
 from . import _maps, _torchvision
 
 #: Most window elements (RoIs × channels × window rows × columns) gathered at once.
@@ -164,6 +165,24 @@ def _bilinear_axis(t: Tensor, size: int) -> _Samples:
 # --- checks -----------------------------------------------------------------------------------
 
 
+_POOLED = "(num_rois, channels, aligned_height, aligned_width)"
+
+
+def _rois_written(op: str, output: Tensor, channels: int, ph: int, pw: int, num_rois: int) -> int:
+    """How many RoIs the kernel pools: output.numel() / (channels * ph * pw), at most ``num_rois``."""
+    per_roi = channels * ph * pw
+    if per_roi <= 0:
+        return num_rois
+    count = output.numel() // per_roi
+    if count > num_rois:
+        raise ValueError(
+            f"mmcv op `{op}`: `output` has {output.numel()} elements, room for {count} RoIs of {channels} x {ph} x "
+            f"{pw}, but `rois` holds {num_rois}: the kernel would read RoIs past its end. Pass an output of shape "
+            f"({num_rois}, {channels}, {ph}, {pw})."
+        )
+    return count
+
+
 def _check(op: str, features: Tensor, rois: Tensor, pooled_height: int, pooled_width: int, pool_mode: int) -> None:
     _maps.check_rois(op, features, rois, pooled_height, pooled_width)
     if pool_mode not in (0, 1):
@@ -194,17 +213,19 @@ def roi_align_forward(
     """Pool each RoI into ``output`` (K, C, aligned_height, aligned_width); max pooling also
     writes the winning sample's (y, x) into ``argmax_y`` / ``argmax_x`` (-1 where none)."""
     ph, pw, mode = int(aligned_height), int(aligned_width), int(pool_mode)
-    _check("roi_align_forward", input, rois, ph, pw, mode)
-    expected = (rois.shape[0], input.shape[1], ph, pw)
-    if tuple(output.shape) != expected:
-        raise ValueError(
-            f"mmcv op `roi_align_forward` writes into `output` of shape {expected}, got {tuple(output.shape)}."
-        )
-    if mode == 0 and (tuple(argmax_y.shape) != expected or tuple(argmax_x.shape) != expected):
-        raise ValueError(
-            f"mmcv op `roi_align_forward` with max pooling writes argmax_y and argmax_x of shape {expected}, "
-            f"got {tuple(argmax_y.shape)} and {tuple(argmax_x.shape)}."
-        )
+    op = "roi_align_forward"
+    if input.dim() == 4 and rois.dim() == 2:
+        # The kernel pools output.numel() / (C * ph * pw) RoIs from the start of `rois` and writes
+        # output (and argmax_y / argmax_x) through their data pointers, row-major, whatever their
+        # shapes: so does this. Only more RoIs than `rois` holds (a read past it) is refused.
+        count = _rois_written(op, output, input.shape[1], ph, pw, rois.shape[0])
+        rois = rois[:count]
+    _check(op, input, rois, ph, pw, mode)
+    shape = (rois.shape[0], input.shape[1], ph, pw)
+    output = check.flat(op, "output", output, shape, _POOLED)
+    if mode == 0:
+        argmax_y = check.flat(op, "argmax_y", argmax_y, shape, _POOLED + " (max pooling)")
+        argmax_x = check.flat(op, "argmax_x", argmax_x, shape, _POOLED + " (max pooling)")
     if rois.shape[0] == 0:
         return
     kernel = _kernel(input.device)
@@ -498,21 +519,28 @@ def roi_align_backward(
 ) -> None:
     """Add the gradient of roi_align_forward with respect to its input into ``grad_input``."""
     ph, pw, mode = int(aligned_height), int(aligned_width), int(pool_mode)
-    _check("roi_align_backward", grad_input, rois, ph, pw, mode)
-    expected = (rois.shape[0], grad_input.shape[1], ph, pw)
-    if tuple(grad_output.shape) != expected:
+    op = "roi_align_backward"
+    # The kernel reads grad_output with its own 4-D strides as (n, C, ph, pw) for grad_output.numel()
+    # elements, RoIs from the start of `rois`, and argmax_y / argmax_x row-major through their data
+    # pointers. A grad_output of fewer RoIs pools those; one of another per-RoI shape would be read
+    # with mismatched strides, and more RoIs than `rois` holds past its end: refused.
+    per_roi = (grad_input.shape[1], ph, pw) if grad_input.dim() == 4 else None
+    fewer = grad_output.dim() == 4 and rois.dim() == 2 and grad_output.shape[0] <= rois.shape[0]
+    if per_roi is not None and fewer and tuple(grad_output.shape[1:]) == per_roi:
+        rois = rois[: grad_output.shape[0]]
+    _check(op, grad_input, rois, ph, pw, mode)
+    expected_shape = (rois.shape[0], grad_input.shape[1], ph, pw)
+    if tuple(grad_output.shape) != expected_shape:
         raise ValueError(
-            f"mmcv op `roi_align_backward` takes grad_output of shape {expected}, got {tuple(grad_output.shape)}."
+            f"mmcv op `roi_align_backward` takes grad_output of shape {expected_shape} (or fewer RoIs), "
+            f"got {tuple(grad_output.shape)}."
         )
     if rois.shape[0] == 0:
         return
     kernel = _kernel(grad_input.device)
     if mode == 0:
-        if tuple(argmax_y.shape) != expected or tuple(argmax_x.shape) != expected:
-            raise ValueError(
-                f"mmcv op `roi_align_backward` with max pooling takes argmax_y and argmax_x of shape {expected} "
-                f"(from roi_align_forward), got {tuple(argmax_y.shape)} and {tuple(argmax_x.shape)}."
-            )
+        argmax_y = check.flat(op, "argmax_y", argmax_y, expected_shape, _POOLED + " (from roi_align_forward)")
+        argmax_x = check.flat(op, "argmax_x", argmax_x, expected_shape, _POOLED + " (from roi_align_forward)")
         _max_backward(grad_output, rois, argmax_y, argmax_x, grad_input)
         return
     dtype = _compute_dtype(grad_input.dtype)

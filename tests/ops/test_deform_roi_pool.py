@@ -272,8 +272,40 @@ def test_bad_rois_are_named(mmfix_ext):
         mmfix_ext.deform_roi_pool_forward(x, torch.tensor([[1.0, 0, 0, 2, 2]]), torch.empty(0), out, **kw)
     with pytest.raises(ValueError, match=r"\(num_rois, 5\)"):
         mmfix_ext.deform_roi_pool_forward(x, torch.tensor([[0, 0, 2, 2.0]]), torch.empty(0), out, **kw)
-    with pytest.raises(ValueError, match="`offset` has shape"):
-        mmfix_ext.deform_roi_pool_forward(x, torch.tensor([[0.0, 0, 0, 2, 2]]), torch.zeros(1, 2, 3, 3), out, **kw)
+    # The kernel reads 1 x 2 x 2 x 2 elements from the offset's start: fewer would read past it.
+    with pytest.raises(ValueError, match=r"`offset` has shape \(1, 2, 1, 3\).*reads 8 elements"):
+        mmfix_ext.deform_roi_pool_forward(x, torch.tensor([[0.0, 0, 0, 2, 2]]), torch.zeros(1, 2, 1, 3), out, **kw)
+
+
+@pytest.mark.parametrize("layout", ["larger", "flat", "sliced"])
+def test_an_offset_of_another_shape_is_read_as_the_kernel_reads_it(mmfix_ext, layout):
+    # The CUDA kernel indexes offset.data_ptr() (and grad_offset's) as (num_rois, 2, ph, pw) whatever
+    # the tensor's shape: a larger or differently shaped offset is read from its start, row-major.
+    x, rois, offset = _inputs(seed=11)
+    n, needed = rois.shape[0], offset.numel()
+    g = torch.Generator().manual_seed(12)
+    given = {
+        "larger": torch.randn(n + 1, 2, 4, 2, generator=g) * 0.3,
+        "flat": torch.randn(needed, generator=g) * 0.3,
+        "sliced": (torch.randn(n * 3, 2 * 3 * 2, generator=g) * 0.3)[:, 1:],
+    }[layout]
+    read = torch.as_strided(given, offset.shape, offset.stride(), given.storage_offset())  # row-major from the start
+    scale, gamma, kw = 0.5, 0.1, dict(pooled_height=3, pooled_width=2, spatial_scale=0.5, sampling_ratio=0, gamma=0.1)
+    output = torch.empty(n, 3, 3, 2)
+    mmfix_ext.deform_roi_pool_forward(x, rois, given, output, **kw)
+    torch.testing.assert_close(
+        output, reference_forward(x, rois, read.clone(), 3, 2, scale, 0, gamma), rtol=1e-5, atol=1e-5
+    )
+    grad_out = torch.randn(output.shape, generator=g)
+    grad_in, grad_off = torch.zeros_like(x), torch.full_like(given, 5.0)
+    mmfix_ext.deform_roi_pool_backward(grad_out, x, rois, given, grad_in, grad_off, **kw)
+    expected_in, expected_off = reference_backward(grad_out, x, rois, read.clone(), 3, 2, scale, 0, gamma)
+    torch.testing.assert_close(grad_in, expected_in, rtol=1e-5, atol=1e-5)
+    written = torch.as_strided(grad_off, offset.shape, offset.stride(), grad_off.storage_offset())
+    torch.testing.assert_close(written - 5.0, expected_off, rtol=1e-4, atol=1e-4)  # added into, as atomicAdd
+    untouched = torch.ones(grad_off.untyped_storage().nbytes() // 4, dtype=torch.bool)
+    untouched[grad_off.storage_offset() : grad_off.storage_offset() + needed] = False
+    assert bool(torch.as_strided(grad_off, (untouched.numel(),), (1,), 0)[untouched].eq(5.0).all())
 
 
 def test_the_stand_in_serves_these_functions(mmfix_ext):

@@ -119,6 +119,85 @@ def test_a_callers_ones_weighs_the_bias_gradient_like_compiled(compiled_ext, mmf
                      t["offset"], t["mask"], torch.empty(0), *grads, t["grad_output"], **keywords, **TOL)  # fmt: skip
 
 
+# --- offsets and masks larger than the output (DyHead) --------------------------------------------
+# The kernel reads offset[b] and mask[b] from their first element on in the OUTPUT's layout and
+# ignores the rest (DyHead applies one FPN level's offset and mask to the next, smaller level);
+# grad_offset and grad_mask are overwritten there only, the rest keeps what the caller put in.
+
+
+def _oversized(t, keywords, extra, sliced, channels_last, g):
+    """t's offset and mask replaced by larger tensors (extra channels, rows, columns); channels_last:
+    those and the input in channels-last memory."""
+    batch, offset_channels, out_h, out_w = t["offset"].shape
+    mask_channels = t["mask"].shape[1]
+    more_c, more_h, more_w = extra
+    h, w = out_h + more_h, out_w + more_w
+    if sliced:  # DyHead: one conv's output, sliced into offset and (sigmoid) mask
+        both = torch.randn(batch, offset_channels + mask_channels + more_c, h, w, generator=g) * 3
+        offset, mask = both[:, :offset_channels], both[:, offset_channels : offset_channels + mask_channels].sigmoid()
+    else:
+        offset = torch.randn(batch, offset_channels + more_c, h, w, generator=g) * 3
+        mask = torch.rand(batch, mask_channels + more_c, h, w, generator=g)
+    image = t["input"]
+    if channels_last:  # read (and their gradients written) as their memory lies, as the kernel does
+        offset, mask, image = (x.contiguous(memory_format=torch.channels_last) for x in (offset, mask, image))
+    return {**t, "input": image, "offset": offset, "mask": mask}
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    extra=st.tuples(st.integers(0, 3), st.integers(0, 6), st.integers(0, 6)),
+    stride=st.tuples(st.integers(1, 2), st.integers(1, 2)),
+    deform_groups=st.sampled_from([1, 2]),
+    batch=st.integers(1, 3),
+    sliced=st.booleans(),
+    channels_last=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_larger_offsets_and_masks_are_read_as_compiled_reads_them(
+    compiled_ext, mmfix_ext, extra, stride, deform_groups, batch, sliced, channels_last, seed
+):
+    g = torch.Generator().manual_seed(seed)
+    t, keywords = _call_args(batch=batch, size=(6, 7), stride=stride, deform_groups=deform_groups, seed=seed)
+    t = _oversized(t, keywords, extra, sliced, channels_last, g)
+    _assert_both_match(mmfix_ext, compiled_ext, t, keywords)
+
+
+def test_dyhead_spatial_conv_high_equals_compiled(compiled_ext, mmfix_ext):
+    # mmdet's DyDCNv2 as DyHead's spatial_conv_high runs it: the offset and mask of a 10 x 14 level
+    # applied to the 5 x 7 level above, through mmcv's own ModulatedDeformConv2d.
+    ops = import_mmcv_ops(mmfix_ext)
+    torch.manual_seed(2)
+    layer = ops.ModulatedDeformConv2d(8, 8, 3, stride=1, padding=1, bias=False)
+    offset_and_mask = torch.randn(2, 27, 10, 14) * 2
+    offset, mask = offset_and_mask[:, :18], offset_and_mask[:, 18:].sigmoid()
+    x = torch.randn(2, 8, 5, 7)
+    actual, expected = _run(mmfix_ext, layer, x, offset, mask), _run(compiled_ext, layer, x, offset, mask)
+    for a, e in zip(actual, expected):
+        torch.testing.assert_close(a, e, **TOL)
+    # The kernel read (and wrote the gradient of) each image's first 18 * 5 * 7 elements only.
+    read = actual[2].flatten(1)
+    assert bool(read[:, 18 * 5 * 7 :].eq(0).all()) and bool(read[:, : 18 * 5 * 7].ne(0).any())
+
+
+def test_an_offset_smaller_than_the_kernels_read_is_refused(mmfix_ext):
+    # The kernel would read past the tensor (or into the next image): a clear error instead.
+    t, keywords = _call_args(size=(6, 7))
+    empty = torch.empty(0)
+    out = torch.empty_like(t["grad_output"])
+    with pytest.raises(ValueError, match=r"`offset` has shape \(2, 18, 6, 6\).*reads 756 elements per image"):
+        mmfix_ext.modulated_deform_conv_forward(t["input"], t["weight"], t["bias"], empty, t["offset"][..., :6],
+                                                t["mask"], out, empty, **keywords)  # fmt: skip
+    with pytest.raises(ValueError, match=r"`mask` has shape \(1, 9, 6, 7\), fewer than the 2 image"):
+        mmfix_ext.modulated_deform_conv_forward(t["input"], t["weight"], t["bias"], empty, t["offset"], t["mask"][:1],
+                                                out, empty, **keywords)  # fmt: skip
+    grads = [torch.zeros_like(t[k]) for k in ("input", "weight", "bias", "offset", "mask")]
+    grads[3] = grads[3][:, :, :3]
+    with pytest.raises(ValueError, match="`grad_offset` has shape"):
+        mmfix_ext.modulated_deform_conv_backward(t["input"], t["weight"], t["bias"], empty, t["offset"], t["mask"],
+                                                 empty, *grads, t["grad_output"], **keywords)  # fmt: skip
+
+
 # --- mmcv's own Python API ------------------------------------------------------------------------
 
 

@@ -340,3 +340,42 @@ def test_torchvision_roi_align_computes_what_the_pure_path_computes(
         results.append((out, grad))
     torch.testing.assert_close(results[0][0], results[1][0], rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(results[0][1], results[1][1], rtol=1e-5, atol=1e-5)
+
+
+# --- outputs of other shapes: the kernel writes through their data pointers -----------------------
+
+
+@pytest.mark.parametrize("pool_mode", [0, 1])
+@pytest.mark.parametrize(
+    "shape", [(4, 3, 3, 2), (4, 18), (72,), (2, 3, 3, 2), (41,), "transposed"], ids=lambda s: str(s).replace(" ", "")
+)
+def test_outputs_of_other_shapes_are_written_as_compiled_writes_them(compiled_ext, mmfix_ext, pool_mode, shape):
+    # The kernel pools output.numel() / (C * ph * pw) RoIs from the start of `rois` and writes
+    # output (and argmax_y / argmax_x) row-major from their first element, whatever their shape.
+    g = torch.Generator().manual_seed(21)
+    x = torch.randn(2, 3, 12, 14, generator=g)
+    rois = torch.tensor([[0, 1, 1, 8, 9], [1, 2, 3, 10, 11], [0, 0, 0, 5, 5], [1, 4, 2, 13, 7.0]])
+    kw = dict(aligned_height=3, aligned_width=2, spatial_scale=1.0, sampling_ratio=2, pool_mode=pool_mode, aligned=True)
+    if shape == "transposed":
+        output = torch.full((2, 3, 3, 4), 9.0).permute(3, 2, 1, 0)  # (4, 3, 3, 2), not contiguous
+    else:
+        output = torch.full(shape, 9.0)
+    argmax = [torch.full_like(output, 7.0), torch.full_like(output, 7.0)] if pool_mode == 0 else [torch.empty(0)] * 2
+    assert_same_call(mmfix_ext, compiled_ext, "roi_align_forward", x, rois, output, *argmax, **kw)
+    if pool_mode == 0 and shape == (72,):  # and the backward reads them so, for the RoIs of grad_output
+        grad_output = torch.randn(3, 3, 3, 2, generator=g)
+        compiled_ext.roi_align_forward(x, rois, output, *argmax, **kw)
+        assert_same_call(mmfix_ext, compiled_ext, "roi_align_backward", grad_output, rois, *argmax,
+                         torch.zeros_like(x), **kw)  # fmt: skip
+
+
+def test_more_rois_than_given_are_refused(mmfix_ext):
+    # The kernel would read RoIs past the end of `rois`: a clear error instead.
+    x = torch.randn(1, 2, 6, 6)
+    rois = torch.tensor([[0, 1, 1, 4, 4.0]])
+    kw = dict(aligned_height=2, aligned_width=2, spatial_scale=1.0, sampling_ratio=2, pool_mode=1, aligned=True)
+    empty = torch.empty(0)
+    with pytest.raises(ValueError, match=r"room for 2 RoIs.*`rois` holds 1"):
+        mmfix_ext.roi_align_forward(x, rois, torch.zeros(2, 2, 2, 2), empty, empty, **kw)
+    with pytest.raises(ValueError, match=r"grad_output of shape \(1, 2, 2, 2\) \(or fewer RoIs\)"):
+        mmfix_ext.roi_align_backward(torch.zeros(2, 2, 2, 2), rois, empty, empty, torch.zeros_like(x), **kw)
