@@ -92,10 +92,8 @@ def _wrapper_types() -> tuple[type, type]:
                 return cached
             # A plain function is shared by every subclass: bound to its home class, the wrapper
             # recognises an instance of any of them as `self` (wrapt checks isinstance(arg, owner)).
-            bound_owner = home if self._self_binding == "function" else owner
-            bound = self.__bound_function_wrapper__(
-                descriptor, None, self._self_wrapper, self._self_enabled, self._self_binding, self, bound_owner
-            )
+            # (Through wrapt's own __get__: its bound wrapper's constructor differs between 1.x and 2.x.)
+            bound = super().__get__(None, home if self._self_binding == "function" else owner)
             self._self_class_access = bound
             return bound
 
