@@ -2,7 +2,7 @@
 
     python benchmarks/startup_overhead.py [--runs 40]
 
-Prints the median wall time of `python -c 'pass'` vs `python -c 'import mmfix'`,
+Prints the median wall and CPU time of `python -c 'pass'` vs `python -c 'import mmfix'`,
 and of `python -c 'pass'` in two throw-away virtual environments that differ only
 by the `.pth` hook (`mmfix hook install`): what every Python process of an
 environment pays once the hook is installed (targets: under 5 ms added, each).

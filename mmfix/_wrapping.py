@@ -93,7 +93,7 @@ def _wrapper_types() -> tuple[type, type]:
             # A plain function is shared by every subclass: bound to its home class, the wrapper
             # recognises an instance of any of them as `self` (wrapt checks isinstance(arg, owner)).
             # (Through wrapt's own __get__: its bound wrapper's constructor differs between 1.x and 2.x.)
-            bound = super().__get__(None, home if self._self_binding == "function" else owner)
+            bound: Any = super().__get__(None, home if self._self_binding == "function" else owner)
             self._self_class_access = bound
             return bound
 
