@@ -79,7 +79,7 @@ import json, os, sys
 if sys.argv[1] == "mmfix":
     import mmfix
 import torch
-if sys.argv[1] == "stock":
+if sys.argv[1] == "stock" and os.environ.get("COMPILED_MMCV_EXT"):
     # Stock MMDetection needs compiled mmcv ops (mmfix supplies them on mmcv-lite).
     import importlib.machinery, importlib.util
     so = os.environ["COMPILED_MMCV_EXT"]
@@ -88,7 +88,8 @@ if sys.argv[1] == "stock":
     loader.exec_module(ext)
     sys.modules["mmcv._ext"] = ext
 import mmengine, mmengine.config, mmengine.dist, mmengine.runner
-import mmdet.apis  # DetInferencer's own name for MMEngine's loader (legacy_checkpoint)
+if os.environ.get("COMPILED_MMCV_EXT"):
+    import mmdet.apis  # DetInferencer's own name for MMEngine's loader (legacy_checkpoint)
 from mmengine.config import Config
 from mmengine.utils import get_object_from_string
 
@@ -109,7 +110,9 @@ else:
 
 
 def resolve(module, qualname):
-    owner = sys.modules[module]
+    import importlib
+
+    owner = importlib.import_module(module)
     for part in (qualname or "").split(".") if qualname else ():
         owner = getattr(owner, part)
     return owner
@@ -158,10 +161,15 @@ print("RESULT " + json.dumps({"targets": targets, "facts": facts}))
 def test_every_wrapped_attribute_keeps_stocks_identity_and_equality(tmp_path: Path) -> None:
     from ops_support import load_compiled_ext
 
-    load_compiled_ext(tmp_path)  # skips where the compiled mmcv wheel is missing
-    (so,) = tmp_path.glob("_ext*.so")
-    ours = _probe(_IDENTITY, "mmfix", cwd=tmp_path)
-    stock = _probe(_IDENTITY, "stock", json.dumps(ours["targets"]), cwd=tmp_path, COMPILED_MMCV_EXT=str(so))
+    # Stock MMDetection imports only with compiled mmcv: without its wheel, MMEngine's side alone.
+    try:
+        load_compiled_ext(tmp_path)
+        (so,) = tmp_path.glob("_ext*.so")
+        ext = str(so)
+    except pytest.skip.Exception:
+        ext = ""
+    ours = _probe(_IDENTITY, "mmfix", cwd=tmp_path, COMPILED_MMCV_EXT=ext)
+    stock = _probe(_IDENTITY, "stock", json.dumps(ours["targets"]), cwd=tmp_path, COMPILED_MMCV_EXT=ext)
     paths = set(ours["facts"])
     # the enumeration really found the wrapped methods the issue names (and more)
     for named in (
