@@ -8,6 +8,7 @@ doors at once, patches once.
 from __future__ import annotations
 
 import _thread
+import os
 import sys
 
 from . import _excepthook, _importhooks, _log, _settings
@@ -103,28 +104,59 @@ _torch_checked: list[str | None] = []
 
 def _unsupported_torch() -> str | None:
     """Why the installed torch is too old for mmfix (said once, as an error), or None. Read from
-    the imported module, or from the installed package's metadata: this never imports torch."""
+    the imported module, or from the installed package's ``version.py``: this never imports torch."""
     if not _torch_checked:
-        _torch_checked.append(_torch_problem())
+        problem, known = _torch_problem()
+        if not known:
+            # Nothing readable before torch is imported: ask again once it is (its own
+            # patches are applied only then, with torch.__version__ at hand).
+            return None
+        _torch_checked.append(problem)
+        if problem is not None:
+            # Learnt only when torch was imported (no version.py): what was applied before
+            # (patches armed at start) is taken back, so that nothing of mmfix stays applied.
+            for state in _patches.values():
+                if state.state == ACTIVE:
+                    _rollback(state)
+                    state.state, state.reason = SKIPPED, problem
     return _torch_checked[0]
 
 
-def _torch_problem() -> str | None:
+def _installed_torch_version() -> str | None:
+    """``__version__`` from the ``torch/version.py`` that ``import torch`` would load, without
+    executing torch. importlib.metadata would say the same but costs ~35 ms of imports (email,
+    zipfile, typing ...) at every interpreter start once the .pth hook is installed; this is a
+    few stat calls and one small read. Every torch build (wheel, conda, source) generates that file."""
+    for entry in sys.path:
+        package = os.path.join(entry or os.curdir, "torch")
+        if not os.path.isfile(os.path.join(package, "__init__.py")):
+            continue
+        try:
+            with open(os.path.join(package, "version.py"), encoding="utf-8") as fh:
+                for line in fh:
+                    name, sep, value = line.partition("=")
+                    if sep and name.strip() == "__version__":
+                        return value.strip().strip("'\"") or None
+        except OSError:
+            pass
+        return None  # the torch that would be imported has no readable version.py
+    return None
+
+
+def _torch_problem() -> tuple[str | None, bool]:
+    """(why this torch is unsupported or None, whether its version was known)."""
     torch = sys.modules.get("torch")
     version = getattr(torch, "__version__", None)
     if version is None:
-        try:
-            from importlib.metadata import version as installed
-
-            version = installed("torch")
-        except Exception:
-            return None
+        version = _installed_torch_version()
+        if version is None:
+            return None, torch is not None
     try:
         parts = tuple(int(p) for p in str(version).split("+")[0].split(".")[:2])
     except ValueError:
-        return None
+        return None, True
     if parts >= OLDEST_TORCH:
-        return None
+        return None, True
     reason = (
         f"torch {version} is older than {OLDEST_TORCH[0]}.{OLDEST_TORCH[1]}, the oldest mmfix supports "
         "(before 2.6 a plain torch.load runs a checkpoint's code; mmfix's checks need 2.7)"
@@ -135,7 +167,7 @@ def _torch_problem() -> str | None:
         key="unsupported-torch",
         all_ranks=True,
     )
-    return reason
+    return reason, True
 
 
 def _rollback(state: _PatchState) -> None:

@@ -66,6 +66,37 @@ def _wrapper_types() -> tuple[type, type]:
     class MmfixFunctionWrapper(wrapt.FunctionWrapper):  # type: ignore[misc, unused-ignore]
         __bound_function_wrapper__ = MmfixBoundFunctionWrapper
 
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            # The class whose __dict__ holds this wrapper (set by wrap()), and the bound
+            # wrapper last handed out for an access through that class or a subclass.
+            self._self_home: type | None = None
+            self._self_class_access: Any = None
+
+        def __get__(self, instance: Any, owner: Any = None) -> Any:
+            # wrapt binds anew on every access, so `Runner.resume is Runner.resume` would be
+            # False where stock Python gives True, and registries or identity checks keyed by
+            # the function break. Stock identity comes from the original descriptor: a function
+            # or staticmethod read through the class is the same object every time, a
+            # classmethod a new bound method. So the bound wrapper is reused exactly while the
+            # original's own binding yields the same object, and made anew when it does not.
+            home = self._self_home
+            if instance is not None or home is None or not (isinstance(owner, type) and issubclass(owner, home)):
+                return super().__get__(instance, owner)
+            binder = getattr(self.__wrapped__, "__get__", None)
+            if binder is None:
+                return super().__get__(instance, owner)
+            descriptor = binder(None, owner)
+            cached = self._self_class_access
+            if cached is not None and cached.__wrapped__ is descriptor:
+                return cached
+            # A plain function is shared by every subclass: bound to its home class, the wrapper
+            # recognises an instance of any of them as `self` (wrapt checks isinstance(arg, owner)).
+            # (Through wrapt's own __get__: its bound wrapper's constructor differs between 1.x and 2.x.)
+            bound: Any = super().__get__(None, home if self._self_binding == "function" else owner)
+            self._self_class_access = bound
+            return bound
+
         def __reduce_ex__(self, protocol: Any) -> Any:
             # A string means "the global of this name in obj.__module__":
             # pickle then resolves it again on load, like any function.
@@ -149,6 +180,8 @@ def wrap(target: Any, path: str, body: WrapperFn) -> Swap:
 
     def factory(original: Any) -> Any:
         wrapper = function_wrapper(original, body, enabled=lambda: swaps[0].active)
+        if isinstance(parent, type):
+            wrapper._self_home = parent
         swaps.append(Swap(parent, name, wrapper, original, created))
         return wrapper
 
@@ -179,6 +212,7 @@ class SwapSet:
 
     def __init__(self) -> None:
         self._undo: list[Callable[[], Any]] = []
+        self._swaps: list[Swap] = []  # every attribute that holds one of our wrappers (for swaps())
 
     def __bool__(self) -> bool:
         """True while something is applied (hooks registered by apply() check this)."""
@@ -188,6 +222,7 @@ class SwapSet:
         """Wrap ``target.path`` and install the same wrapper under each ``(owner, name)`` alias."""
         swap = wrap(target, path, body)
         self._undo.append(swap.undo)
+        self._swaps.append(swap)
         for owner, name in aliases:
             self.alias(swap, owner, name)
         return swap
@@ -195,6 +230,11 @@ class SwapSet:
     def alias(self, swap: Swap, owner: Any, name: str) -> None:
         if (other := install_alias(swap, owner, name)) is not None:
             self._undo.append(other.undo)
+            self._swaps.append(other)
+
+    def swaps(self) -> list[Swap]:
+        """The attributes that hold this patch's wrappers now (what tests compare with stock)."""
+        return [swap for swap in self._swaps if swap.active]
 
     def when_imported(self, module: str, hook: Callable[[Any], None]) -> None:
         """A post-import hook that belongs to this patch: undo cancels it if it has not run."""
@@ -210,6 +250,7 @@ class SwapSet:
     def undo_all(self) -> None:
         while self._undo:
             self._undo.pop()()
+        self._swaps.clear()
 
 
 # --- arguments of the wrapped call ------------------------------------------------------------

@@ -16,21 +16,34 @@ found through its finder before the toolbox's ``__init__`` runs.
 
 from __future__ import annotations
 
+import _thread
 import sys
-import threading
-from types import ModuleType
-from typing import Any, NamedTuple
 
 from .. import _log, _wrapping
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover
+    from types import ModuleType
+    from typing import Any
+
+# This module is applied at every interpreter start that activates mmfix (its trigger is
+# ``sys``), so it imports nothing that costs: no typing (NamedTuple), threading or types.
 _swaps = _wrapping.SwapSet()
-_lookup = threading.local()
+_lookup = _thread._local()
 
 
-class Bound(NamedTuple):
-    package: str
-    line: str  # exactly as it stands in the toolbox's __init__.py
-    relaxed: str
+class Bound:
+    """One toolbox's bound: ``line`` exactly as it stands in its __init__.py, and its relaxed form."""
+
+    __slots__ = ("package", "line", "relaxed")
+
+    def __init__(self, package: str, line: str, relaxed: str) -> None:
+        self.package = package
+        self.line = line
+        self.relaxed = relaxed
+
+    def __repr__(self) -> str:
+        return f"Bound({self.package!r}, {self.line!r}, {self.relaxed!r})"
 
 
 #: One row per toolbox line; the same line in every release that has it (MMDetection 3.0–3.3 …).

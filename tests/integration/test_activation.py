@@ -284,24 +284,32 @@ print(json.dumps({"mmengine": has, "loaded": out["w"].sum().item(),
     assert out["states"]["mmengine_checkpoint"] == "pending"
 
 
-def test_a_torch_older_than_mmfix_supports_gets_nothing_and_one_clear_error(tmp_path) -> None:
+@pytest.mark.parametrize("version_file", [True, False], ids=["version.py", "no-version-file"])
+def test_a_torch_older_than_mmfix_supports_gets_nothing_and_one_clear_error(tmp_path, version_file) -> None:
     """pyproject.toml's floor (torch 2.7; scripts/matrix.sh measured 2.4.1 and 2.6.0 failing) is
     said at import on an older torch, and no patch is applied. The old torch is a stand-in
-    package here (a real 2.4 is the matrix's to install): only its version is read."""
+    package here (a real 2.4 is the matrix's to install): only its version is read — before
+    torch is imported from its ``torch/version.py`` (as every torch build has), and where that
+    file is missing from ``torch.__version__`` once torch is imported."""
     fake = tmp_path / "torch"
     fake.mkdir()
     (fake / "__init__.py").write_text("__version__ = '2.4.1'\nload = lambda *a, **k: 'stock load'\n")
-    meta = tmp_path / "torch-2.4.1.dist-info"  # what mmfix reads before torch is imported
-    meta.mkdir()
-    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.4.1\n")
+    if version_file:  # what mmfix reads before torch is imported
+        (fake / "version.py").write_text("from typing import Optional\n\n__version__ = '2.4.1'\ndebug = False\n")
     code = """
-import json, mmfix, torch
+import json, mmfix, sys
+states = {k: v["state"] for k, v in mmfix.status()["patches"].items()}
+print(json.dumps(states))
+import torch
 print(json.dumps({"load": torch.load("x"), "states": {k: v["state"] for k, v in mmfix.status()["patches"].items()}}))
 """
     env = clean_env(PYTHONPATH=str(tmp_path))
     proc = run_python(code, env=env)
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    before_torch, out = (json.loads(line) for line in proc.stdout.strip().splitlines()[-2:])
     assert out["load"] == "stock load"  # torch.load left as it is
     assert out["states"]["torch_load"] == "skipped" and out["states"]["cuda_device"] == "skipped"
     assert "active" not in out["states"].values()
     assert proc.stderr.count("mmfix is off: torch 2.4.1 is older than 2.7") == 1, proc.stderr
+    # With the version file, the patch armed at interpreter start (mmcv_bound's trigger is sys)
+    # is held back before torch is imported; without it, it is taken back when torch is.
+    assert before_torch["mmcv_bound"] == ("skipped" if version_file else "active"), before_torch

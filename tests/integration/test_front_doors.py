@@ -193,6 +193,59 @@ def test_hook_install_status_uninstall(hooked_venv: Path, script: Path) -> None:
     assert "nothing to remove" in run([py, "-m", "mmfix", "hook", "uninstall"], check=True).stdout
 
 
+#: What the start-up path (``import mmfix``, the .pth hook) must not import: the libraries
+#: it patches (they are hooked, never loaded), and the standard-library packages that cost
+#: milliseconds at every interpreter start (importlib.metadata pulls in email, zipfile,
+#: typing ... ~35 ms; wrapt ~80 ms). A list of modules, not a timing: it holds on a busy machine.
+FORBIDDEN_AT_START = (
+    "torch",
+    "mmengine",
+    "mmcv",
+    "mmdet",
+    "wrapt",
+    "importlib.metadata",
+    "email",
+    "zipfile",
+    "typing",
+    "threading",
+    "pickle",
+    "logging",
+)
+_STARTUP_PROBE = """
+import sys
+at_start = sorted(sys.modules)
+{statement}
+new = sorted(set(sys.modules) - set(at_start))
+import json
+print("RESULT " + json.dumps({{
+    "new": new,
+    "all": at_start,
+    "pending": [n for n, p in mmfix.status()["patches"].items() if p["state"] in ("pending", "active")],
+    "doors": mmfix.status()["front_doors"],
+}}))
+"""
+
+
+def test_import_mmfix_and_the_hook_import_nothing_heavy(hooked_venv: Path) -> None:
+    """Item 2 of issue 27: ``import mmfix`` (active) and the installed hook load none of
+    FORBIDDEN_AT_START. A fresh interpreter each; the hook is installed for this test only."""
+    # `import mmfix` in this environment: only what the import itself added counts (site
+    # may have loaded modules of its own before).
+    out = result(run([sys.executable, "-c", _STARTUP_PROBE.format(statement="import mmfix")], check=True))
+    assert out["doors"] == ["import"] and "torch_load" in out["pending"], out  # mmfix really ran
+    assert [m for m in FORBIDDEN_AT_START if m in out["new"]] == []
+    # The hook: `python -c` in a venv with mmfix.pth. By the time `-c` runs, everything the hook
+    # did is in sys.modules; nothing on the list may be there at all.
+    py = str(hooked_venv)
+    run([py, "-m", "mmfix", "hook", "install"], check=True)
+    try:
+        out = result(run([py, "-c", _STARTUP_PROBE.format(statement="import mmfix")], check=True))
+    finally:
+        run([py, "-m", "mmfix", "hook", "uninstall"], check=True)
+    assert "mmfix" in out["all"] and out["doors"] == ["pth"] and "torch_load" in out["pending"], out
+    assert [m for m in FORBIDDEN_AT_START if m in out["all"]] == []
+
+
 def test_stale_pth_without_mmfix_is_silent(tmp_path: Path) -> None:
     root = tmp_path / "bare"
     venv.EnvBuilder(with_pip=False).create(root)

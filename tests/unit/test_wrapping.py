@@ -224,3 +224,57 @@ def test_calling_module_skips_mmfix_frames() -> None:
     finally:
         swap.undo()
     assert seen == [__name__, "mmengine.runner.checkpoint"]
+
+
+class _Stock:
+    def method(self, x: int) -> int:
+        return x * 2
+
+    @staticmethod
+    def smethod(x: int) -> int:
+        return x + 1
+
+    @classmethod
+    def cmethod(cls, x: int) -> str:
+        return f"{cls.__name__}:{x}"
+
+
+class _StockChild(_Stock):
+    pass
+
+
+def _access_facts(cls: type, child: type) -> dict[str, tuple[bool, ...]]:
+    """How attribute access through the class compares, per attribute (identity, equality ...)."""
+    facts = {}
+    for name in ("method", "smethod", "cmethod"):
+        a, b = getattr(cls, name), getattr(cls, name)
+        c = getattr(child, name)
+        facts[name] = (a is b, a == b, hash(a) == hash(b), c is a, c == a)
+    instance = cls()
+    facts["instance.method"] = (instance.method is instance.method, instance.method == instance.method)
+    return facts
+
+
+def test_access_through_the_class_keeps_stocks_identity() -> None:
+    """Issue 27: a function or staticmethod read through its class is the same object every time
+    (and through a subclass), a classmethod an equal new one each time: wrapped, the same."""
+    stock = _access_facts(_Stock, _StockChild)
+    assert stock["method"][0] and stock["smethod"][0] and not stock["cmethod"][0]  # what Python does
+    seen: list = []
+    swaps = [
+        _wrapping.wrap(_Stock, name, lambda w, i, a, k: (seen.append(i), w(*a, **k))[1])
+        for name in ("method", "smethod", "cmethod")
+    ]
+    try:
+        # First access through the subclass, then calls through the base: `self` is still found.
+        assert _StockChild.method is _Stock.method
+        assert _Stock.method(_Stock(), 3) == 6 and _Stock.method(_StockChild(), 4) == 8
+        assert isinstance(seen[0], _Stock) and isinstance(seen[1], _StockChild)
+        assert _StockChild.cmethod(1) == "_StockChild:1" and _Stock.cmethod(1) == "_Stock:1"
+        assert _Stock.smethod(1) == 2 and _StockChild().smethod(2) == 3
+        assert _access_facts(_Stock, _StockChild) == stock
+        assert all(hasattr(vars(_Stock)[name], "__wrapped__") for name in ("method", "cmethod"))
+    finally:
+        for swap in swaps:
+            swap.undo()
+    assert _access_facts(_Stock, _StockChild) == stock
