@@ -30,8 +30,11 @@ _STANDIN_REFUSAL = re.compile(r"mmfix:\s*([^\n]+)")
 _TORCH_REASON = re.compile(r"WeightsUnpickler error:\s*([^\n]+)")
 _TRUE = ("1", "y", "yes", "true")
 # torch's "``torch.nested`` and ``torch._dynamo`` must be imported to load nested jagged tensors"
-# (the same pattern torch's own message builder tests): a real file this process is not ready for.
-_TORCH_NEEDS_IMPORT = re.compile(r"(\S+) must be (\S+) to load")
+# (or DTensors): a real file this process is not ready for. Matched on the start of torch's message,
+# which is torch's fixed text there; a refused global's name (the file's text) comes later.
+_TORCH_NEEDS_IMPORT = re.compile(
+    r"Weights only load failed\. (``[\w.]+``(, | and | or ))*``[\w.]+`` must be imported to load "
+)
 
 
 def apply() -> str | None:
@@ -162,7 +165,7 @@ def _safe_load(
             raise
         except pickle.UnpicklingError as exc:
             checked = _corrupt_or(exc, f, weights_only=True)
-            if checked is not exc or "Weights only load failed" not in str(exc) or _TORCH_NEEDS_IMPORT.search(str(exc)):
+            if checked is not exc or "Weights only load failed" not in str(exc) or _TORCH_NEEDS_IMPORT.match(str(exc)):
                 # A damaged or foreign file also fails inside the weights_only
                 # unpickler; say what is wrong with the file, not which global.
                 # torch's "X must be imported to load ..." is a real file this process is not
