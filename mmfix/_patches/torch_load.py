@@ -29,6 +29,12 @@ _REFUSED_PATTERNS = (
 _STANDIN_REFUSAL = re.compile(r"mmfix:\s*([^\n]+)")
 _TORCH_REASON = re.compile(r"WeightsUnpickler error:\s*([^\n]+)")
 _TRUE = ("1", "y", "yes", "true")
+# torch's "``torch.nested`` and ``torch._dynamo`` must be imported to load nested jagged tensors"
+# (or DTensors): a real file this process is not ready for. Matched on the start of torch's message,
+# which is torch's fixed text there; a refused global's name (the file's text) comes later.
+_TORCH_NEEDS_IMPORT = re.compile(
+    r"Weights only load failed\. (``[\w.]+``(, | and | or ))*``[\w.]+`` must be imported to load "
+)
 
 
 def apply() -> str | None:
@@ -106,27 +112,49 @@ def _patched_load(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, .
             f"cannot load checkpoint {files.describe_source(f)}: {special}.", path=files.path_of(f)
         )
 
-    if _weights_only_in_effect(kwargs, pickle_module):
-        costly = _cost_problem(f)
-        if costly is not None:
-            problem, container = costly
-            if container:
-                raise CheckpointCorruptError(
-                    f"cannot load checkpoint {files.describe_source(f)}: {problem}. It was read without being "
-                    "loaded (nothing in it ran).",
-                    path=files.path_of(f),
-                )
-            raise CheckpointRefusedError(
-                f"refused to load checkpoint {files.describe_source(f)}: {problem}. It was read without being "
-                "loaded (nothing in it ran); no real checkpoint looks like that, so this file is damaged or very "
-                "likely malicious: do not load it.",
+    if not _weights_only_in_effect(kwargs, pickle_module):
+        # The caller's own weights_only=False (or pickle_module): torch runs its full unpickler,
+        # which never sees torch's allowlist, so nothing of mmfix's safe-loader machinery (the
+        # cost check, the stand-ins, the numpy and escape checks) has anything to check there.
+        # Applying it anyway refused real checkpoints: the load imports MMEngine, which registers
+        # the stand-ins mid-load, and the escape check counted those references as the file's.
+        try:
+            return _loader(wrapped, f, args, kwargs, settings.mmap)(*args, **kwargs)
+        except CheckpointError:
+            raise
+        except Exception as exc:
+            raise _corrupt_or(exc, f, weights_only=False)  # noqa: B904 - the original, or an error naming the file
+    return _safe_load(wrapped, f, args, kwargs, held, settings.mmap)
+
+
+def _loader(wrapped: Callable[..., Any], f: Any, args: tuple[Any, ...], kwargs: dict[str, Any], mmap: str) -> Any:
+    """MMFIX_MMAP (auto: the ranks of a node share one sealed copy); see shared_load."""
+    location = _wrapping.argument(args, kwargs, 1, "map_location")
+    return shared_load.loader(wrapped, f, kwargs, mmap, str(location) == "cpu")
+
+
+def _safe_load(
+    wrapped: Callable[..., Any], f: Any, args: tuple[Any, ...], kwargs: dict[str, Any], held: bool, mmap: str
+) -> Any:
+    """A load torch runs with its weights_only unpickler: checked for cost before, through
+    mmfix's stand-ins during, and for escaped stand-ins after."""
+    costly = _cost_problem(f)
+    if costly is not None:
+        problem, container = costly
+        if container:
+            raise CheckpointCorruptError(
+                f"cannot load checkpoint {files.describe_source(f)}: {problem}. It was read without being "
+                "loaded (nothing in it ran).",
                 path=files.path_of(f),
             )
+        raise CheckpointRefusedError(
+            f"refused to load checkpoint {files.describe_source(f)}: {problem}. It was read without being "
+            "loaded (nothing in it ran); no real checkpoint looks like that, so this file is damaged or very "
+            "likely malicious: do not load it.",
+            path=files.path_of(f),
+        )
 
-    # MMFIX_MMAP (auto: the ranks of a node share one sealed copy); see shared_load.
-    location = _wrapping.argument(args, kwargs, 1, "map_location")
-    load = shared_load.loader(wrapped, f, kwargs, settings.mmap, str(location) == "cpu")
-
+    load = _loader(wrapped, f, args, kwargs, mmap)
     mark = numpy_guard.begin()
     standins = safe_globals.standins()
     escaping = escapes.begin(standins)
@@ -136,25 +164,23 @@ def _patched_load(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, .
         except CheckpointError:
             raise
         except pickle.UnpicklingError as exc:
-            checked = _corrupt_or(exc, f)
-            if (
-                checked is not exc
-                or "Weights only load failed" not in str(exc)
-                or not _weights_only_in_effect(kwargs, pickle_module)
-            ):
+            checked = _corrupt_or(exc, f, weights_only=True)
+            if checked is not exc or "Weights only load failed" not in str(exc) or _TORCH_NEEDS_IMPORT.match(str(exc)):
                 # A damaged or foreign file also fails inside the weights_only
                 # unpickler; say what is wrong with the file, not which global.
+                # torch's "X must be imported to load ..." is a real file this process is not
+                # ready for: torch's own error says how to fix it, and mmfix has nothing to add.
                 raise checked  # noqa: B904 - the original, or an error naming the file (which keeps it as cause)
             refused = _refused_globals(str(exc), f)
             if safe_globals.HISTORY_BUFFER in refused and safe_globals.ensure_history_buffer() and _rewind(f):
                 # MMEngine was not imported yet, so its HistoryBuffer was not on the
                 # list; it is now (still weights_only=True): read the file again.
-                return _patched_load(wrapped, instance, args, kwargs)
+                return _safe_load(wrapped, f, args, kwargs, held, mmap)
             raise _refused_error(f, refused, held, exc) from None
         except Exception as exc:
             # Damaged files fail in many ways (RuntimeError, EOFError, KeyError, struct.error,
             # MemoryError from an absurd length ...): if the file is the problem, say so.
-            raise _corrupt_or(exc, f)  # noqa: B904 - the original, or an error naming the file
+            raise _corrupt_or(exc, f, weights_only=True)  # noqa: B904 - the original, or an error naming the file
         # numpy arrays arrive as vetted builders (see numpy_guard): swap them in.
         try:
             result = numpy_guard.resolve(result, mark, safe_globals.trusted_types)
@@ -195,17 +221,21 @@ def _rewind(f: Any) -> bool:
         return False
 
 
-def _corrupt_or(exc: BaseException, f: Any) -> BaseException:
-    """mmfix's clear error if the file itself is the problem, else the original."""
-    if isinstance(exc, (FileNotFoundError, IsADirectoryError, PermissionError)):
+def _corrupt_or(exc: BaseException, f: Any, weights_only: bool) -> BaseException:
+    """mmfix's clear error if the file itself is the problem, else the original.
+
+    Under torch's full unpickler (``weights_only=False``) the pickle runs the code it names, so
+    an error raised while it rebuilds is as likely the caller's classes as the file: only the
+    container (zip directory, CRCs, magic) is judged there, never the pickle."""
+    if isinstance(exc, (FileNotFoundError, IsADirectoryError, PermissionError)) or _callers_mistake(exc):
         return exc
     reason = _reader_verdict(str(exc))
     if reason is None:
         try:
-            reason = diagnosis.diagnose(f, deep=True)
+            reason = diagnosis.diagnose(f, deep=weights_only)
         except Exception:
             reason = None
-    if reason is None:
+    if reason is None and weights_only:
         reason = _failed_while_rebuilding(exc)
     if reason is None:
         return exc
@@ -218,6 +248,21 @@ def _corrupt_or(exc: BaseException, f: Any) -> BaseException:
     error.__cause__ = exc
     error.__suppress_context__ = True
     return error
+
+
+# torch.serialization's checks of what the caller passed (a file object without seek/tell,
+# an old dill): the caller's mistake, which torch's own error already explains.
+_CALLER_CHECKS = frozenset(("_check_seekable", "raise_err_msg", "_check_dill_version"))
+
+
+def _callers_mistake(exc: BaseException) -> bool:
+    tb = exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_name in _CALLER_CHECKS and code.co_filename.endswith(_TORCH_READERS[0]):
+            return True
+        tb = tb.tb_next
+    return False
 
 
 _REBUILD_ERRORS = (
@@ -345,6 +390,11 @@ def _refused_error(f: Any, refused: tuple[str, ...], held: bool, exc: BaseExcept
                 "the file and know the class does nothing but hold data, name it by its own module.qualname in "
                 "MMFIX_TRUSTED_GLOBALS (mmfix refuses functions and anything that reaches code, files or processes)."
             )
-    error = CheckpointRefusedError(" ".join(parts), path=files.path_of(f), globals_=refused)
+    message = " ".join(parts)
+    if "Weights only load failed" in str(exc):
+        # torch's own text, whole: code and searches that match "Weights only load failed" or
+        # "Unsupported global: GLOBAL ..." (and its add_safe_globals hint) still find it.
+        message += f"\n\ntorch's own message:\n{str(exc).strip()}"
+    error = CheckpointRefusedError(message, path=files.path_of(f), globals_=refused)
     error.original = exc  # type: ignore[attr-defined]
     return error

@@ -210,13 +210,22 @@ def custom_checkpoint(tmp_path: Path) -> Path:
     return path
 
 
+def _refusal(stderr: str) -> tuple[str, str]:
+    """mmfix's paragraph of the CheckpointRefusedError a run ended with, and torch's own message after it."""
+    block = stderr[stderr.rindex("mmfix.CheckpointRefusedError: ") :].strip()
+    ours, _, torchs = block.partition("\n\ntorch's own message:\n")
+    return ours, torchs
+
+
 def test_refused_checkpoint_error_says_file_globals_and_how_to_trust(custom_checkpoint: Path) -> None:
     env = clean_env(PYTHONPATH=str(custom_checkpoint.parent))
     # The user's code defines the class (it is imported): mmfix checks the object and offers the line.
     proc = run_python(f"import mmfix, torch, mymod; torch.load({str(custom_checkpoint)!r})", env=env, check=False)
     assert proc.returncode == 1
-    last = proc.stderr.strip().splitlines()[-1]
+    last, torchs = _refusal(proc.stderr)
     assert last.startswith("mmfix.CheckpointRefusedError: refused to load checkpoint")
+    # torch's own message follows mmfix's paragraph, whole (searches and code matching it still work)
+    assert "Weights only load failed" in torchs and "Unsupported global: GLOBAL mymod.Custom" in torchs
     assert str(custom_checkpoint) in last and "mymod.Custom" in last
     assert "export MMFIX_TRUSTED_GLOBALS=mymod.Custom" in last and "mmfix.trust_globals('mymod.Custom')" in last
     assert "only do it for files you trust" in last
@@ -225,11 +234,11 @@ def test_refused_checkpoint_error_says_file_globals_and_how_to_trust(custom_chec
     builder = custom_checkpoint.parent / "builder.pth"
     run_python(f"import torch, mymod; torch.save({{'obj': mymod.Builder(5)}}, {str(builder)!r})", env=env)
     proc = run_python(f"import mmfix, torch, mymod; torch.load({str(builder)!r})", env=env, check=False)
-    last = proc.stderr.strip().splitlines()[-1]
+    last = _refusal(proc.stderr)[0]
     assert "mymod.Builder" in last and "its own __init__" in last and "export MMFIX_TRUSTED_GLOBALS" not in last
     # Not imported: mmfix never imports a module a file names, so it cannot vouch for it and offers no line.
     proc = run_python(f"import mmfix, torch; torch.load({str(custom_checkpoint)!r})", env=env, check=False)
-    last = proc.stderr.strip().splitlines()[-1]
+    last = _refusal(proc.stderr)[0]
     assert "mymod.Custom" in last and "not imported" in last and "export MMFIX_TRUSTED_GLOBALS" not in last
     # both ways of trusting work
     ok_env = clean_env(PYTHONPATH=str(custom_checkpoint.parent), MMFIX_TRUSTED_GLOBALS="mymod.Custom")
