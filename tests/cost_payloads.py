@@ -180,7 +180,44 @@ def bodies() -> dict[str, tuple[str, bytes]]:
             "torch.Size() of an empty numpy array of 2**40 rows",
             call(g("torch", "Size"), np_array((1 << 40, 0), F8, b"")),
         ),
+        # issue 28, finding 1: harmless-looking opcodes that pushed the old check past its opcode
+        # bound (a failed check let the file through), then what the check is there to stop.
+        "bound_exhausting_prefix_then_zero_stride_set": (
+            "one memoised 270 KB string re-encoded 1,000 times, then set() of a 2**22-row view",
+            MARK + encode_prefix(270_000, 1_000) + call(g("builtins", "set"), view(1 << 22)) + b"t",
+        ),
+        # finding 2: one memoised list of 50,000 members given to set() 60,000 times (1 MB)
+        "set_of_one_memoised_list_reused": (
+            "set() of one memoised 50,000-member list, 60,000 times",
+            reused_set(50_000, 60_000),
+        ),
+        # finding 3: BUILD states made of one tuple of tuples (a walk cubic in the file's size)
+        "nested_build_states": (
+            "250 OrderedDict states of a 1,000 x 1,000 tuple of tuples, behind a global stock refuses",
+            nested_states(1_000, 250),
+        ),
     }
+
+
+def encode_prefix(length: int, times: int) -> bytes:
+    """A string of ``length`` in memo slot 1, encoded as latin1 ``times`` times (each result
+    stays: the unpickler has no POP)."""
+    encode = g("_codecs", "encode") + put(2)
+    return s("x" * length) + put(1) + encode + b"".join(
+        get(2) + get(1) + s("latin1") + b"\x86R" for _ in range(times)
+    )
+
+
+def reused_set(members: int, calls: int) -> bytes:
+    listed = EMPTY_LIST + MARK + b"".join(i4(k) for k in range(members)) + APPENDS + put(1)
+    return MARK + listed + g("builtins", "set") + put(2) + (get(2) + get(1) + b"\x85R") * calls + b"t"
+
+
+def nested_states(k: int, builds: int) -> bytes:
+    inner = MARK + b"".join(b"K" + bytes([n % 256]) for n in range(k)) + b"t" + put(1)
+    outer = MARK + get(1) * k + b"t" + put(2)
+    target = call(g("collections", "OrderedDict"), EMPTY_TUPLE) + put(3)
+    return MARK + REFUSED_FIRST + inner + outer + target + (get(2) + get(2) + b"\x86" + BUILD) * builds + b"t"
 
 
 def _hex_chain(depth: int) -> bytes:
