@@ -203,9 +203,7 @@ def encode_prefix(length: int, times: int) -> bytes:
     """A string of ``length`` in memo slot 1, encoded as latin1 ``times`` times (each result
     stays: the unpickler has no POP)."""
     encode = g("_codecs", "encode") + put(2)
-    return s("x" * length) + put(1) + encode + b"".join(
-        get(2) + get(1) + s("latin1") + b"\x86R" for _ in range(times)
-    )
+    return s("x" * length) + put(1) + encode + b"".join(get(2) + get(1) + s("latin1") + b"\x86R" for _ in range(times))
 
 
 def reused_set(members: int, calls: int) -> bytes:

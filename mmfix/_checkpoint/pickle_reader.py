@@ -550,10 +550,9 @@ class _Machine:
         so one big tuple shared by many states costs its length once, not at every state."""
         items = state.items if isinstance(state, Dict) else state if isinstance(state, tuple) else ()
         self.cost.charge(work=len(items), what="looking for numpy data in object states")
-        for kv in items:
-            if isinstance(kv, Array) or (isinstance(kv, tuple) and self._tuple_holds_array(kv, True)):
-                return True
-        return False
+        return any(
+            isinstance(kv, Array) or (isinstance(kv, tuple) and self._tuple_holds_array(kv, True)) for kv in items
+        )
 
     def _tuple_holds_array(self, tup: tuple[Any, ...], deep: bool) -> bool:
         hit = self._tuple_arrays.get((id(tup), deep))
