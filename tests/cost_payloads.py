@@ -275,7 +275,9 @@ def build(tmp: Path) -> dict[str, tuple[str, Path]]:
 def pickles():
     """Random values built from what torch's and mmfix's allowlists let a pickle call, shared
     through the memo as an attacker would share them (chains of tuples, one value referenced
-    thousands of times, keys that collide, views, allocating constructors, codecs): each a
+    thousands of times, keys that collide, views, allocating constructors, codecs, one memoised
+    container given to set() many times, BUILD states of shared nested tuples, and prefixes of
+    harmless opcodes long enough to exhaust any bound a checker has): each a
     payload for ``write``. Built to be valid where it can, so that loads get to the costly part."""
     from hypothesis import strategies as st
 
@@ -327,7 +329,9 @@ def pickles():
         def value(depth: int) -> bytes:
             kinds = ["key", "key"] + (["get"] if other else [])
             if depth < 4:
-                kinds += ["list", "dict", "collide", "call", "call", "call", "call"]
+                kinds += ["list", "dict", "collide", "call", "call", "call", "call", "reused", "states"]
+            if depth == 0:
+                kinds += ["prefix"]
             kind = draw(st.sampled_from(kinds))
             if kind == "key":
                 return key(depth)
@@ -341,6 +345,23 @@ def pickles():
             if kind == "dict":
                 pairs = b"".join(key(depth + 1) + value(depth + 1) for _ in range(draw(st.integers(0, 4))))
                 return keep(EMPTY_DICT + MARK + pairs + SETITEMS, False)
+            if kind == "reused":  # one memoised container given to set()/Counter() many times
+                n = draw(counts)
+                target = g("builtins", "set") if draw(st.booleans()) else g("collections", "Counter")
+                listed = EMPTY_LIST + MARK + b"".join(i4(k) for k in range(n)) + APPENDS + put(90)
+                return MARK + listed + target + put(91) + (get(91) + get(90) + b"\x85R") * draw(counts) + b"t"
+            if kind == "states":  # BUILD states made of shared tuples of tuples, set many times
+                k = draw(st.sampled_from([1, 10, 300, 1_000]))
+                return nested_states(k, draw(st.sampled_from([1, 10, 300]))).replace(REFUSED_FIRST, b"", 1)
+            if kind == "prefix":  # harmless opcodes that exhaust any bound a checker has, then a value
+                prefix = (
+                    encode_prefix(
+                        draw(st.sampled_from([1_000, 100_000, 270_000])), draw(st.sampled_from([1, 300, 1_000]))
+                    )
+                    if draw(st.booleans())
+                    else NONE * draw(st.sampled_from([1_000, 200_000, 600_000]))
+                )
+                return MARK + prefix + value(depth + 1) + b"t"
             if kind == "collide":
                 n = draw(st.sampled_from([10, 1_000, 6_000]))
                 return keep(
