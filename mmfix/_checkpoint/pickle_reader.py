@@ -7,7 +7,9 @@ on a symbolic stack of tokens: plain values stay plain (bytes and str, already
 read from the file), containers are lists of tokens (never hashed, so a tuple DAG
 used as a dict key costs nothing), globals and calls are records. Work and memory
 are linear in the number of opcodes, which is capped, as are the bytes read and
-the time spent; the memo is a dict, so a huge memo index allocates nothing.
+the time spent; the memo is a dict, so a huge memo index allocates nothing. A
+reading that stops short of the pickle's end for any reason but a break in its
+structure is ``CheckIncomplete``, which the loader refuses (see ``read``).
 
 Besides the globals and storages, it checks statically what mmfix's stand-ins
 check at load time (numpy dtypes and arrays, getattr, HistoryBuffer statistics),
@@ -235,6 +237,8 @@ def structure_break(data: Any) -> int | None:
             elif name == "STOP":
                 return None
         return index + 1
+    except MemoryError:
+        raise  # the scan's own failure is no damage of the file's
     except Exception:
         return index + 1
 
