@@ -353,15 +353,15 @@ def pickles():
             if kind == "states":  # BUILD states made of shared tuples of tuples, set many times
                 k = draw(st.sampled_from([1, 10, 300, 1_000]))
                 return nested_states(k, draw(st.sampled_from([1, 10, 300]))).replace(REFUSED_FIRST, b"", 1)
-            if kind == "prefix":  # harmless opcodes that exhaust any bound a checker has, then a value
-                prefix = (
-                    encode_prefix(
-                        draw(st.sampled_from([1_000, 100_000, 270_000])), draw(st.sampled_from([1, 300, 1_000]))
-                    )
-                    if draw(st.booleans())
-                    else NONE * draw(st.sampled_from([1_000, 200_000, 600_000]))
-                )
-                return MARK + prefix + value(depth + 1) + b"t"
+            if kind == "prefix":  # harmless opcodes that exhaust any bound a checker has, then a call
+                if draw(st.booleans()):
+                    length, times = draw(st.sampled_from([(1_000, 300), (100_000, 3_000), (270_000, 1_000)]))
+                    prefix = encode_prefix(length, times)
+                else:
+                    prefix = NONE * draw(st.sampled_from([1_000, 200_000, 600_000]))
+                then = g("builtins", "set") if draw(st.booleans()) else g("torch", "Size")
+                costly = call(then, view(draw(sizes)))  # what a check is there to stop
+                return MARK + prefix + (costly if draw(st.booleans()) else call_(depth + 1)) + b"t"
             if kind == "collide":
                 n = draw(st.sampled_from([10, 1_000, 6_000]))
                 return keep(
