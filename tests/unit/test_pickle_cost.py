@@ -73,6 +73,11 @@ def test_each_crafted_class_is_refused_before_loading(tmp_path: Path, name: str)
     what, body = cost_payloads.bodies()[name]
     path = cost_payloads.write(tmp_path / f"{name}.pth", body)
     problem = replay.load_cost_problem(path)
+    if name == "nested_build_states":
+        # Nothing in it is costly to load (stock torch refuses its global at once): the check,
+        # which once walked its states for minutes, passes it on to that refusal.
+        assert problem is None, problem
+        return
     if name == "empty_array_2_40_rows_in_size":
         # numpy's stand-in refuses it while loading, before anything iterates it; the static
         # reader applies the same check (inspect's verdict).
