@@ -180,7 +180,42 @@ def bodies() -> dict[str, tuple[str, bytes]]:
             "torch.Size() of an empty numpy array of 2**40 rows",
             call(g("torch", "Size"), np_array((1 << 40, 0), F8, b"")),
         ),
+        # issue 28, finding 1: harmless-looking opcodes that pushed the old check past its opcode
+        # bound (a failed check let the file through), then what the check is there to stop.
+        "bound_exhausting_prefix_then_zero_stride_set": (
+            "one memoised 270 KB string re-encoded 1,000 times, then set() of a 2**22-row view",
+            MARK + encode_prefix(270_000, 1_000) + call(g("builtins", "set"), view(1 << 22)) + b"t",
+        ),
+        # finding 2: one memoised list of 50,000 members given to set() 60,000 times (1 MB)
+        "set_of_one_memoised_list_reused": (
+            "set() of one memoised 50,000-member list, 60,000 times",
+            reused_set(50_000, 60_000),
+        ),
+        # finding 3: BUILD states made of one tuple of tuples (a walk cubic in the file's size)
+        "nested_build_states": (
+            "250 OrderedDict states of a 1,000 x 1,000 tuple of tuples, behind a global stock refuses",
+            nested_states(1_000, 250),
+        ),
     }
+
+
+def encode_prefix(length: int, times: int) -> bytes:
+    """A string of ``length`` in memo slot 1, encoded as latin1 ``times`` times (each result
+    stays: the unpickler has no POP)."""
+    encode = g("_codecs", "encode") + put(2)
+    return s("x" * length) + put(1) + encode + b"".join(get(2) + get(1) + s("latin1") + b"\x86R" for _ in range(times))
+
+
+def reused_set(members: int, calls: int) -> bytes:
+    listed = EMPTY_LIST + MARK + b"".join(i4(k) for k in range(members)) + APPENDS + put(1)
+    return MARK + listed + g("builtins", "set") + put(2) + (get(2) + get(1) + b"\x85R") * calls + b"t"
+
+
+def nested_states(k: int, builds: int) -> bytes:
+    inner = MARK + b"".join(b"K" + bytes([n % 256]) for n in range(k)) + b"t" + put(1)
+    outer = MARK + get(1) * k + b"t" + put(2)
+    target = call(g("collections", "OrderedDict"), EMPTY_TUPLE) + put(3)
+    return MARK + REFUSED_FIRST + inner + outer + target + (get(2) + get(2) + b"\x86" + BUILD) * builds + b"t"
 
 
 def _hex_chain(depth: int) -> bytes:
@@ -240,7 +275,9 @@ def build(tmp: Path) -> dict[str, tuple[str, Path]]:
 def pickles():
     """Random values built from what torch's and mmfix's allowlists let a pickle call, shared
     through the memo as an attacker would share them (chains of tuples, one value referenced
-    thousands of times, keys that collide, views, allocating constructors, codecs): each a
+    thousands of times, keys that collide, views, allocating constructors, codecs, one memoised
+    container given to set() many times, BUILD states of shared nested tuples, and prefixes of
+    harmless opcodes long enough to exhaust any bound a checker has): each a
     payload for ``write``. Built to be valid where it can, so that loads get to the costly part."""
     from hypothesis import strategies as st
 
@@ -292,7 +329,9 @@ def pickles():
         def value(depth: int) -> bytes:
             kinds = ["key", "key"] + (["get"] if other else [])
             if depth < 4:
-                kinds += ["list", "dict", "collide", "call", "call", "call", "call"]
+                kinds += ["list", "dict", "collide", "call", "call", "call", "call", "reused", "states"]
+            if depth == 0:
+                kinds += ["prefix"]
             kind = draw(st.sampled_from(kinds))
             if kind == "key":
                 return key(depth)
@@ -306,6 +345,23 @@ def pickles():
             if kind == "dict":
                 pairs = b"".join(key(depth + 1) + value(depth + 1) for _ in range(draw(st.integers(0, 4))))
                 return keep(EMPTY_DICT + MARK + pairs + SETITEMS, False)
+            if kind == "reused":  # one memoised container given to set()/Counter() many times
+                n = draw(counts)
+                target = g("builtins", "set") if draw(st.booleans()) else g("collections", "Counter")
+                listed = EMPTY_LIST + MARK + b"".join(i4(k) for k in range(n)) + APPENDS + put(90)
+                return MARK + listed + target + put(91) + (get(91) + get(90) + b"\x85R") * draw(counts) + b"t"
+            if kind == "states":  # BUILD states made of shared tuples of tuples, set many times
+                k = draw(st.sampled_from([1, 10, 300, 1_000]))
+                return nested_states(k, draw(st.sampled_from([1, 10, 300]))).replace(REFUSED_FIRST, b"", 1)
+            if kind == "prefix":  # harmless opcodes that exhaust any bound a checker has, then a call
+                if draw(st.booleans()):
+                    length, times = draw(st.sampled_from([(1_000, 300), (100_000, 3_000), (270_000, 1_000)]))
+                    prefix = encode_prefix(length, times)
+                else:
+                    prefix = NONE * draw(st.sampled_from([1_000, 200_000, 600_000]))
+                then = g("builtins", "set") if draw(st.booleans()) else g("torch", "Size")
+                costly = call(then, view(draw(sizes)))  # what a check is there to stop
+                return MARK + prefix + (costly if draw(st.booleans()) else call_(depth + 1)) + b"t"
             if kind == "collide":
                 n = draw(st.sampled_from([10, 1_000, 6_000]))
                 return keep(

@@ -215,9 +215,14 @@ def in_fork(path: str, loader: str) -> dict:
             "status": f"{loader}: " + ("hang" if sig == signal.SIGALRM else f"killed by {signal.Signals(sig).name}")
         }
     data = json.loads(b"".join(chunks) or b"{}")
-    # What the load cost: seconds, and the child's peak resident memory beyond the parent's
-    # (a fork starts with the parent's pages resident).
-    data["cost"] = [round(time.monotonic() - start, 3), max(0, usage.ru_maxrss - _parent_rss()) >> 10]
+    # What the load cost: CPU seconds (which a busy machine does not inflate), the child's peak
+    # resident memory beyond the parent's (a fork starts with the parent's pages resident), and
+    # wall seconds.
+    data["cost"] = [
+        round(usage.ru_utime + usage.ru_stime, 3),
+        max(0, usage.ru_maxrss - _parent_rss()) >> 10,
+        round(time.monotonic() - start, 3),
+    ]
     return {"status": "ok", **data} if len(data) > 1 else {"status": f"{loader}: exit {os.WEXITSTATUS(status)}"}
 
 
@@ -255,7 +260,7 @@ def main() -> None:
                 row["status"] = one["status"]
                 continue
             row["results"][loader] = one["result"]
-            row["costs"][loader] = one["cost"]  # [seconds, MiB beyond the parent's]
+            row["costs"][loader] = one["cost"]  # [CPU seconds, MiB beyond the parent's, wall seconds]
             row["acted"] += one["acted"]
             row["class_state_changed"] |= one["class_state_changed"]
         print(json.dumps(row), flush=True)

@@ -16,16 +16,42 @@ budget proportional to the file: ``PickleTooCostly`` as soon as either is exceed
 pickle torch.save writes stays far below both (its dicts are keyed by short strings
 and its tensors are backed by their records). Everything here is linear in the tokens
 the reader holds: costs of shared tuples are memoised, never recomputed.
+
+**The check fails closed and costs less than the load it guards** (issue 28). A check
+that cannot finish (its opcode bound, its clock, a MemoryError, a reading it cannot
+follow) is a refusal (``CheckIncomplete``), never a file handed to torch unchecked; only
+a break in the pickle's *structure* that the reader reached with everything before it
+charged (``PickleDamaged``: torch's unpickler stops at the same opcode) leaves the file
+to torch's own "damaged" verdict. Every step of the checker is charged before it is
+taken, at least one unit per element it touches (a ``set()`` of n members costs n up
+front; the walk through a BUILD's state costs its entries), its clock is read per unit
+of work charged as well as per opcode, and it keeps no per-call tables: so its own time
+and memory are bounded by the same budget it enforces, a small multiple of the file.
+
+**Why a static check rather than checked stand-ins at load time.** Bounding what a
+pickle can *make* (stand-ins for ``set``, ``_codecs.encode``, ``bytearray`` and the
+tensor rebuilders) was considered: it covers the allowlisted callables, but the costliest
+classes involve no callable at all. torch's unpickler hashes a dict key inside SETITEM
+(a tuple DAG of 60 levels, 2**60 steps; keys sharing one hash, a quadratic scan) and sets
+states inside BUILD, in its own loop; bounding those at load time needs a work budget on
+the unpickler's opcodes, i.e. a replacement for torch's unpickler, which is a second
+pickle machine all the same and one whose disagreements with torch would *load* files.
+Here a disagreement can only refuse: whatever the reader cannot follow is refused.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
-#: Work units: one element hashed, compared or iterated (tens of nanoseconds each).
-WORK_BASE = 1 << 25  # about a second and a half of such steps, whatever the file
-WORK_PER_PICKLE_BYTE = 32  # a pickle's opcodes each cost the unpickler about a microsecond
+#: Work units: one element hashed, compared or iterated (tens of nanoseconds each for the
+#: unpickler, about a microsecond for this checker, which follows each one it charges: so the
+#: budget bounds the check's own time too, a few seconds at most). A real checkpoint's
+#: pickle charges well under one unit per byte (its dict keys are short distinct strings).
+WORK_BASE = 1 << 20
+WORK_PER_PICKLE_BYTE = 4
+CLOCK_EVERY = 1 << 12  # work units between two readings of the checker's clock
 MEMORY_BASE = 256 << 20
 MEMORY_PER_FILE_BYTE = 2  # what a load may make of the file's own bytes (tensor data, arrays)
 ROW_WORK = 20  # iterating a tensor or an array makes one Python object per row ...
@@ -64,6 +90,17 @@ class PickleTooCostly(PickleUnreadable):
     loader refuses it."""
 
 
+class CheckIncomplete(PickleTooCostly):
+    """The check could not finish (its opcode bound, its clock, a MemoryError, a structure it
+    cannot follow): the loader refuses the file, as it would one over budget (fail closed)."""
+
+
+class PickleDamaged(PickleUnreadable):
+    """The pickle's structure breaks (truncated, an unknown opcode, a memo entry never stored,
+    a stack underflow) at an opcode the check reached with everything before it charged:
+    torch's unpickler stops there too, so the file is left to the loader's "damaged" verdict."""
+
+
 class ContainerCrafted(PickleTooCostly):
     """The container is built so that what torch reads may differ from what was checked, or
     so that reading it costs out of proportion (a zip directory torch.save never writes):
@@ -91,6 +128,9 @@ class Cost:
     _hashed_once: set[int] = field(default_factory=set)
     _tables: dict[int, dict[Any, set[Any]]] = field(default_factory=dict)
     _keep: list[Any] = field(default_factory=list)  # ids stay unique while they are keys above
+    #: the checker's own clock (this thread's CPU time, so that a busy machine refuses nothing)
+    deadline: float | None = None
+    _next_clock: int = CLOCK_EVERY
 
     def keep(self, token: Any) -> None:
         """Hold ``token`` while its id is a key of a table here."""
@@ -107,6 +147,9 @@ class Cost:
     def charge(self, work: int = 0, memory: int = 0, what: str = "") -> None:
         self.work = min(_CAP, self.work + work)
         self.memory = min(_CAP, self.memory + memory)
+        if self.work >= self._next_clock:  # the clock per unit of work, not per opcode
+            self._next_clock = self.work + CLOCK_EVERY
+            self.check_clock()
         if self.work > self.work_budget:
             raise PickleTooCostly(
                 f"loading its pickle would take more than {self.work_budget:,} elementary steps "
@@ -118,6 +161,13 @@ class Cost:
                 f"loading it would allocate more than {self.memory_budget >> 20:,} MiB "
                 f"({what or 'what its pickle asks for'}) from a {self.file_bytes:,}-byte file; nothing torch.save "
                 "writes does that, so the file is crafted to exhaust memory"
+            )
+
+    def check_clock(self) -> None:
+        if self.deadline is not None and time.thread_time() > self.deadline:
+            raise CheckIncomplete(
+                "following its pickle took the check more CPU time than a file of its size may take, so the "
+                "check could not bound it"
             )
 
     # -- hashing: dict keys, set and Counter members -----------------------------------------
@@ -193,14 +243,21 @@ class Cost:
     def _leaf_hash(self, token: Any) -> int | None:
         return None if isinstance(token, tuple) else self.hash_of(token)
 
-    def insert(self, target: Any, key: Any, what: str) -> None:
-        """``target[key] = ...`` (or ``target.add(key)``): the hash, then a probe past every
-        earlier key of the same hash, each compared with the new key."""
-        cost = self.hash_cost(key)
+    def table_for(self, target: Any) -> dict[Any, set[Any]]:
+        """The keys a container the unpickler keeps (a dict, an object filled by SETITEMS) holds,
+        by hash: one entry per key the file put there, so in proportion to its opcodes."""
         table = self._tables.get(id(target))
         if table is None:
             table = self._tables[id(target)] = {}
             self._keep.append(target)
+        return table
+
+    def insert(self, table: dict[Any, set[Any]], key: Any, what: str, kept: bool = True) -> None:
+        """``target[key] = ...`` (or ``target.add(key)``) into ``table`` (``table_for`` a kept
+        container, or a fresh dict a call drops when it returns, ``kept=False``: its keys are
+        held by the caller meanwhile): the hash, then a probe past every earlier key of the same
+        hash, each compared with the new key."""
+        cost = self.hash_cost(key)
         h = self.hash_of(key)
         same = table.setdefault(h, set())
         # Equal plain values are one entry; tuples and other tokens by identity.
@@ -210,7 +267,7 @@ class Cost:
             return
         self.charge(cost + len(same) * cost, what=what)
         same.add(ident)
-        if not isinstance(ident, (str, bytes, int, float, bool, type(None))):
+        if kept and not isinstance(ident, (str, bytes, int, float, bool, type(None))):
             self._keep.append(key)
 
     # -- iteration ----------------------------------------------------------------------------

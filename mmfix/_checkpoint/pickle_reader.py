@@ -7,7 +7,9 @@ on a symbolic stack of tokens: plain values stay plain (bytes and str, already
 read from the file), containers are lists of tokens (never hashed, so a tuple DAG
 used as a dict key costs nothing), globals and calls are records. Work and memory
 are linear in the number of opcodes, which is capped, as are the bytes read and
-the time spent; the memo is a dict, so a huge memo index allocates nothing.
+the time spent; the memo is a dict, so a huge memo index allocates nothing. A
+reading that stops short of the pickle's end for any reason but a break in its
+structure is ``CheckIncomplete``, which the loader refuses (see ``read``).
 
 Besides the globals and storages, it checks statically what mmfix's stand-ins
 check at load time (numpy dtypes and arrays, getattr, HistoryBuffer statistics),
@@ -27,9 +29,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import numpy_guard
-from .pickle_cost import ROW_BYTES, ROW_WORK, Cost, PickleTooCostly, PickleUnreadable, TensorToken, numel
+from .pickle_cost import (
+    ROW_BYTES,
+    ROW_WORK,
+    CheckIncomplete,
+    Cost,
+    PickleDamaged,
+    PickleTooCostly,
+    PickleUnreadable,
+    TensorToken,
+    numel,
+)
 
-__all__ = ["Cost", "PickleTooCostly", "PickleUnreadable", "Reading", "read"]
+__all__ = ["CheckIncomplete", "Cost", "PickleDamaged", "PickleTooCostly", "PickleUnreadable", "Reading", "read"]
 
 MAX_OPS = 1_000_000  # ~50x the opcodes of a large MMEngine checkpoint's pickle
 MAX_BYTES = 64 << 20
@@ -117,8 +129,14 @@ class Reading:
 
 def read(stream: io.BytesIO, reading: Reading | None = None) -> Reading:
     """Read one pickle from ``stream`` (in memory, at most MAX_BYTES: callers read it in one
-    go), leaving it just after the pickle's STOP."""
+    go), leaving it just after the pickle's STOP.
+
+    Fails closed: ``PickleDamaged`` only where the pickle's structure breaks (see
+    ``structure_break``) at or before the opcode where the reading stopped, so that torch's
+    unpickler stops there too, with everything before charged; any other end of the reading
+    (its bounds, its clock, a MemoryError, a structure it cannot follow) is ``CheckIncomplete``."""
     reading = reading or Reading()
+    start = stream.tell()
     with stream.getbuffer() as view:
         size = len(view)
     if reading.cost is None:
@@ -126,43 +144,103 @@ def read(stream: io.BytesIO, reading: Reading | None = None) -> Reading:
     max_ops = reading.max_ops or MAX_OPS
     seconds = reading.max_seconds or MAX_SECONDS
     machine = _Machine(reading)
-    deadline = time.monotonic() + seconds
+    # This thread's CPU time: a busy machine slows the check without refusing a good file.
+    deadline = time.thread_time() + seconds
+    reading.cost.deadline = deadline
     next_check = 0
+    index = -1  # the opcode being followed
+    stepping = False
     # The garbage collector stays on (switching it off is process-wide: other threads run
     # meanwhile). CPython collects the oldest generation only once it has grown by a quarter,
     # so hundreds of thousands of live tokens cost a constant factor (about 2.5x here), not a
     # square; the opcode and time bounds above hold either way.
     try:
         for opcode, arg, _pos in pickletools.genops(stream):
+            index += 1
             reading.ops += 1
-            if reading.ops > max_ops:  # ops counts work: heavy opcodes add what they cost
-                raise PickleUnreadable(f"its pickle has more than {max_ops:,} opcodes, more than mmfix reads")
-            # Opcodes that add what they cost to ``ops`` jump: the clock is read whenever 1024 more
-            # units were done, not when the counter passes an exact multiple.
+            if reading.ops > max_ops:
+                raise CheckIncomplete(
+                    f"its pickle has more than {max_ops:,} opcodes, more than the check follows, so the check "
+                    "could not bound it"
+                )
             if reading.ops >= next_check:
                 next_check = reading.ops + 1024
-                if time.monotonic() > deadline:
-                    raise PickleTooCostly(f"reading its pickle took more than {seconds:.0f} s")
+                if time.thread_time() > deadline:
+                    raise CheckIncomplete(
+                        f"reading its pickle took more than {seconds:.0f} s of CPU time, so the check could not "
+                        "bound it"
+                    )
+            stepping = True
             machine.step(opcode.name, arg)
+            stepping = False
             if opcode.name == "STOP":
                 break
         else:
-            raise PickleUnreadable("its pickle ends without a STOP opcode (it is truncated)")
-    except PickleUnreadable:  # PickleTooCostly included
+            index += 1
+            raise ValueError("its pickle ends without a STOP opcode (it is truncated)")
+    except (PickleTooCostly, PickleDamaged):  # CheckIncomplete included
         raise
-    except (
-        ValueError,
-        IndexError,
-        KeyError,
-        TypeError,
-        EOFError,
-        UnicodeDecodeError,
-        OverflowError,
-        MemoryError,
-        RecursionError,
-    ) as exc:
-        raise PickleUnreadable(f"its pickle is damaged ({type(exc).__name__}: {str(exc)[:200]})") from None
+    except (MemoryError, RecursionError) as exc:
+        raise CheckIncomplete(
+            f"the check ran out of {type(exc).__name__[:-5].lower()}, so it could not bound it"
+        ) from None
+    except Exception as exc:
+        at = index if stepping else index + 1
+        if not isinstance(exc, PickleUnreadable):
+            exc = PickleUnreadable(f"its pickle is damaged ({type(exc).__name__}: {str(exc)[:200]})")
+        with stream.getbuffer() as view:
+            broken = structure_break(view[start:])
+        if broken is not None and broken <= at:
+            raise PickleDamaged(str(exc)) from None
+        raise CheckIncomplete(
+            f"the check cannot follow its pickle ({str(exc)[:200]}) though its structure is whole there, so it "
+            "could not bound it"
+        ) from None
     return reading
+
+
+def structure_break(data: Any) -> int | None:
+    """The index of the first opcode at which torch's unpickler must stop whatever the values
+    (an opcode it does not read, a truncated argument, a memo entry never stored, a stack or
+    MARK underflow, no STOP), or None: a scan of the opcodes and stack depths only, linear in
+    the pickle, that builds nothing."""
+    depth = 0
+    marks: list[int] = []
+    memo: set[Any] = set()
+    index = -1
+    try:
+        for opcode, arg, _pos in pickletools.genops(io.BytesIO(data)):
+            index += 1
+            name = opcode.name
+            if name not in TORCH_OPCODES:
+                return index
+            before = opcode.stack_before
+            if name == "MARK":
+                marks.append(depth)
+                depth = 0
+                continue
+            if pickletools.markobject in before:
+                if not marks:
+                    return index
+                depth = marks.pop() - before.index(pickletools.markobject)
+            else:
+                depth -= len(before)
+            if depth < 0:
+                return index
+            depth += len(opcode.stack_after)
+            if name in _PUT:
+                if depth < 1:
+                    return index
+                memo.add(arg)
+            elif name in _GET and arg not in memo:
+                return index
+            elif name == "STOP":
+                return None
+        return index + 1
+    except MemoryError:
+        raise  # the scan's own failure is no damage of the file's
+    except Exception:
+        return index + 1
 
 
 _PUSH_ARG = frozenset(
@@ -251,8 +329,15 @@ class _Machine:
         self.cost: Cost = reading.cost
         # id(call) -> (call, what it rebuilds): the tensors the unpickler would make
         self.tensors: dict[int, tuple[Any, TensorToken]] = {}
-        self._tree_sizes: dict[int, int] = {}
-        self._array_holders: dict[int, tuple[Any, bool]] = {}
+        # Memos of what the checker worked out once, each entry holding its token (ids stay
+        # unique). Tree sizes are recomputed after any list grows (a shared sub-list may have).
+        self._tree_sizes: dict[int, tuple[Any, int]] = {}
+        self._tree_epoch = 0
+        self._mutations = 0
+        self._tuple_arrays: dict[tuple[int, bool], tuple[tuple[Any, ...], bool]] = {}
+        # id(members) -> (members, how many, work hashing them cost): set(L) of one memoised L
+        # reused many times is charged in full each time but worked out once.
+        self._hashed: dict[int, tuple[Any, int, int]] = {}
 
     def finish(self) -> None:
         """What mmfix checks once a load has ended (see ``escapes``): every HistoryBuffer got its
@@ -406,6 +491,7 @@ class _Machine:
 
     def _append(self, target: Any, items: list[Any]) -> None:
         if isinstance(target, List):
+            self._mutations += 1
             target.items.extend(items)
         elif not isinstance(target, (Call, Opaque)):
             raise TypeError(f"APPEND to a {type(target).__name__}")
@@ -417,8 +503,10 @@ class _Machine:
             # The loader's stand-ins refuse to be hashed, as numpy's arrays do.
             self.problem("a numpy array or dtype is used as a dict key")
         if isinstance(target, (Dict, Call)):
+            table = self.cost.table_for(target)
             for key in items[::2]:
-                self.cost.insert(target, self._tensor(key) or key, "hashing dict keys")
+                self.cost.insert(table, self._tensor(key) or key, "hashing dict keys")
+        self._mutations += 1
         if isinstance(target, Dict):
             target.items.extend(zip(items[::2], items[1::2]))
         elif isinstance(target, Call):
@@ -460,14 +548,25 @@ class _Machine:
             self.tensors[id(made)] = (made, tensor)
         return made
 
-    # What the unpickler's call would cost (see pickle_cost), charged before it is made.
     def _holds_array(self, state: Any) -> bool:
-        """Memoised per state: one state set on many objects is looked through once."""
-        hit = self._array_holders.get(id(state))
-        if hit is not None and hit[0] is state:
+        """Whether numpy data sits in a BUILD's state: an entry, or in a tuple among its entries
+        (or one level further). Charged per entry; each tuple is looked through once (memoised),
+        so one big tuple shared by many states costs its length once, not at every state."""
+        items = state.items if isinstance(state, Dict) else state if isinstance(state, tuple) else ()
+        self.cost.charge(work=len(items), what="looking for numpy data in object states")
+        return any(
+            isinstance(kv, Array) or (isinstance(kv, tuple) and self._tuple_holds_array(kv, True)) for kv in items
+        )
+
+    def _tuple_holds_array(self, tup: tuple[Any, ...], deep: bool) -> bool:
+        hit = self._tuple_arrays.get((id(tup), deep))
+        if hit is not None and hit[0] is tup:
             return hit[1]
-        found = _holds_array(state)
-        self._array_holders[id(state)] = (state, found)
+        self.cost.charge(work=len(tup), what="looking for numpy data in object states")
+        found = any(
+            isinstance(x, Array) or (deep and isinstance(x, tuple) and self._tuple_holds_array(x, False)) for x in tup
+        )
+        self._tuple_arrays[(id(tup), deep)] = (tup, found)
         return found
 
     def _tensor(self, token: Any) -> TensorToken | None:
@@ -512,6 +611,9 @@ class _Machine:
     def _tree_size(self, token: Any) -> int:
         """Elements of nested lists and tuples counted as a tree (what torch.Tensor(data) walks):
         memoised per token, so a shared sub-list costs its size at each use but is walked once."""
+        if self._tree_epoch != self._mutations:
+            self._tree_sizes.clear()
+            self._tree_epoch = self._mutations
         stack: list[tuple[Any, bool]] = [(token, False)]
         sizes = self._tree_sizes
         while stack:
@@ -525,10 +627,11 @@ class _Machine:
                 continue
             total = 1
             for m in members:
-                total += sizes.get(id(m), 1) if isinstance(m, (List, tuple)) else 1
-            sizes[id(node)] = min(total, 1 << 62)
-            self.cost.keep(node)
-        return sizes.get(id(token), 1)
+                total += sizes[id(m)][1] if isinstance(m, (List, tuple)) and id(m) in sizes else 1
+            sizes[id(node)] = (node, min(total, 1 << 62))
+            self.cost.charge(work=len(members), what="walking nested lists")
+        hit = sizes.get(id(token))
+        return hit[1] if hit is not None else 1
 
     def _charge_call(self, func: Any, args: Any) -> TensorToken | None:
         """Charge what calling ``func(*args)`` makes the unpickler do; the tensor it rebuilds, if any."""
@@ -539,16 +642,25 @@ class _Machine:
         first = args[0] if args else None
         short = name.rsplit(".", 1)[-1]
         if name in _HASHING_CALLS:
+            # n elements iterated: charged before anything here loops over them.
             n = self._length(first)
             cost.charge(work=n, memory=self._row_memory(first), what=f"{short}() of {n:,} elements")
+            done = self._hashed.get(id(first))
+            if done is not None and done[0] is first and done[1] == n:
+                cost.charge(work=done[2], what=f"hashing the members of {short}()")
+                return None
             keys: Any
             if name == "collections.OrderedDict" and not isinstance(first, Dict):
                 pairs = self._members(first) or ()
                 keys = [p[0] for p in pairs if isinstance(p, tuple) and len(p) == 2]
             else:
                 keys = self._members(first) or ()
+            before = cost.work
+            table: dict[Any, set[Any]] = {}  # dropped on return: the unpickler's set is its own
             for key in keys:
-                cost.insert(args, self._tensor(key) or key, f"hashing the members of {short}()")
+                cost.insert(table, self._tensor(key) or key, f"hashing the members of {short}()", kept=False)
+            if isinstance(first, (List, tuple, Dict)):
+                self._hashed[id(first)] = (first, n, cost.work - before)
             return None
         if name == "torch.Size":
             n = self._length(first)
@@ -562,7 +674,10 @@ class _Machine:
                 cost.charge(work=n, memory=n + self._row_memory(first), what=f"bytearray() of {n:,} elements")
             return None
         if name == "_codecs.encode":
-            if not (len(args) == 2 and isinstance(first, str) and args[1] in ("latin1", "latin-1")):
+            if len(args) == 2 and isinstance(first, str) and args[1] in ("latin1", "latin-1"):
+                # scanned, then copied into a bytes object the unpickler keeps (it has no POP)
+                cost.charge(work=1 + len(first) // 64, memory=len(first), what="_codecs.encode(..., 'latin1')")
+            else:
                 codec = args[1] if len(args) > 1 and isinstance(args[1], str) else "?"
                 raise PickleTooCostly(
                     f"it encodes with _codecs.encode(..., {label(codec)!r}); torch.save only ever encodes text as "
@@ -639,7 +754,6 @@ class _Machine:
         try:
             if name == "_codecs.encode":
                 if isinstance(args, tuple) and len(args) == 2 and isinstance(args[0], str) and args[1] == "latin1":
-                    self.r.ops += len(args[0]) >> 8  # the scan below costs what the string is long
                     if args[0] and max(args[0]) > "\xff":
                         self.problem("it encodes text as latin-1 that latin-1 cannot hold")
                         return Opaque("bytes")
@@ -770,7 +884,7 @@ class _Machine:
         if not isinstance(state, Dict):
             self.problem("a HistoryBuffer's state is not a dict")
             return
-        self.r.ops += len(state.items)
+        self.cost.charge(work=len(state.items), what="checking HistoryBuffer states")
         methods = None
         for key, value in state.items:
             if key == "statistics_methods":
@@ -783,7 +897,7 @@ class _Machine:
         if methods is None:
             return
         if isinstance(methods, Dict):
-            self.r.ops += len(methods.items)
+            self.cost.charge(work=len(methods.items), what="checking HistoryBuffer states")
         entries = methods.items if isinstance(methods, Dict) else [(None, methods)]
         for key, value in entries:
             ok = (
@@ -853,16 +967,6 @@ def _tensor_v2_args(args: Any) -> bool:
         and _ints(args[2])
         and _ints(args[3])
         and type(args[4]) is bool
-    )
-
-
-def _holds_array(state: Any) -> bool:
-    # Bounded by the state's size, which BUILD was charged for (see _build).
-    items = state.items if isinstance(state, Dict) else state if isinstance(state, tuple) else ()
-    return any(
-        isinstance(v, Array) or (isinstance(v, tuple) and any(isinstance(x, Array) for x in v))
-        for kv in items
-        for v in (kv if isinstance(kv, tuple) else (kv,))
     )
 
 

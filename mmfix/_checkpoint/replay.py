@@ -16,7 +16,7 @@ import zipfile
 from typing import Any
 
 from . import files, pickle_reader
-from .pickle_cost import ContainerCrafted, Cost, PickleTooCostly
+from .pickle_cost import CheckIncomplete, ContainerCrafted, Cost, PickleDamaged, PickleTooCostly
 
 ITEMSIZE = {
     "DoubleStorage": 8,
@@ -140,10 +140,13 @@ def replay_file(source: Any, reading: pickle_reader.Reading, record_sizes: dict[
         with zipfile.ZipFile(source) as archive:
             infos = archive.infolist()
             if len(infos) > files.MAX_ENTRIES:
-                raise pickle_reader.PickleUnreadable(f"its zip directory lists {len(infos):,} records")
+                raise CheckIncomplete(
+                    f"its zip directory lists {len(infos):,} records, more than the check reads, so the check could "
+                    "not bound it"
+                )
             pkl = _data_pkl(infos)
             if pkl is None:
-                raise pickle_reader.PickleUnreadable("the archive holds no data.pkl record")
+                raise PickleDamaged("the archive holds no data.pkl record")  # torch stops there, unpickling nothing
             if sum(i.filename == pkl.filename for i in infos) > 1:
                 raise ContainerCrafted(
                     f"its zip directory lists the record {pkl.filename!r} twice, so which pickle is loaded depends on "
@@ -152,7 +155,7 @@ def replay_file(source: Any, reading: pickle_reader.Reading, record_sizes: dict[
             if pkl.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
                 # zipfile inflates bzip2 and lzma records in one step, past any budget; torch's
                 # reader (miniz) reads neither, and torch.save writes only stored records.
-                raise pickle_reader.PickleUnreadable(
+                raise PickleDamaged(
                     f"its pickle record is compressed with method {pkl.compress_type}, which torch cannot read"
                 )
             if pkl.compress_type != zipfile.ZIP_STORED and pkl.file_size > MAX_INFLATED + 16 * pkl.compress_size:
@@ -178,8 +181,9 @@ def replay_file(source: Any, reading: pickle_reader.Reading, record_sizes: dict[
             facts["mmap_possible"] = bool(aligned)
             limit = pickle_reader.MAX_BYTES if reading.cost is None else max(pickle_reader.MAX_BYTES, pkl.file_size)
             if pkl.file_size > limit:
-                raise pickle_reader.PickleUnreadable(
-                    f"its pickle claims {pkl.file_size:,} bytes, more than mmfix reads"
+                raise CheckIncomplete(
+                    f"its pickle claims {pkl.file_size:,} bytes, more than the check reads, so the check could not "
+                    "bound it"
                 )
             with archive.open(pkl) as stream:  # one read: ZipExtFile costs microseconds per call
                 data = stream.read(limit + 1)
@@ -193,9 +197,8 @@ def replay_file(source: Any, reading: pickle_reader.Reading, record_sizes: dict[
     head = _read_from_start(source, pickle_reader.MAX_BYTES)
     try:
         _legacy_pickles(head, reading, file_bytes)
-    except pickle_reader.PickleTooCostly:
-        raise
-    except pickle_reader.PickleUnreadable:
+    except PickleDamaged:
+        # The head ends inside the pickles: read on, as torch would.
         if not (checking and len(head) == pickle_reader.MAX_BYTES < file_bytes):
             raise
         reading.__dict__.update(pickle_reader.Reading(cost=Cost(pickle_bytes=0, file_bytes=file_bytes)).__dict__)
@@ -286,15 +289,35 @@ def load_cost_problem(source: Any) -> tuple[str, bool] | None:
     whether that is the container's damage rather than the pickle's cost), or None.
 
     Run before every weights_only load (torch_load): the static reader follows the pickle
-    and charges what torch's unpickler would do (pickle_cost). Files it cannot read (damaged,
-    foreign) are left to the loader, which refuses them itself."""
+    and charges what torch's unpickler would do (pickle_cost). It fails closed: a check that
+    cannot finish (its bounds, its clock, a MemoryError, a reading it cannot follow) refuses
+    the file. Only damage found in the file's structure is left to the loader, which then
+    stops where the check stopped, having done only what the check charged: a pickle whose
+    opcodes break at the point the reader reached (``PickleDamaged``), or a container the
+    structural scan (``files.container_problem``) finds broken, so that torch's zip reader
+    fails before any unpickling."""
     try:
         _replay_source(source)
-    except PickleTooCostly as exc:
-        return str(exc), isinstance(exc, ContainerCrafted)
-    except Exception:  # damaged or foreign: the load that follows says what is wrong
         return None
-    return None
+    except PickleTooCostly as exc:  # CheckIncomplete included
+        return str(exc), isinstance(exc, ContainerCrafted)
+    except PickleDamaged:
+        return None
+    except OSError:
+        raise
+    except BaseException as exc:
+        if not isinstance(exc, Exception):
+            raise  # KeyboardInterrupt, SystemExit
+        failure = f"{type(exc).__name__}: {str(exc)[:200]}"
+    try:
+        if files.container_problem(source) is not None:
+            return None
+    except Exception:
+        pass
+    return (
+        f"the check could not follow it ({failure}) though its container is whole, so the check could not bound it",
+        False,
+    )
 
 
 def scan_globals(source: Any) -> list[tuple[str, bool]]:
