@@ -195,20 +195,41 @@ def _safe_load(
 
 def _cost_problem(f: Any) -> tuple[str, bool] | None:
     """What torch's safe unpickler would spend on ``f`` beyond its size (see pickle_cost), read
-    before it runs. A path, or a seekable file at its start (where torch.load reads it from);
-    a stream that cannot be rewound is loaded unchecked, as stock torch does."""
+    before it runs: a path, or a seekable file object at its start (where torch.load reads it
+    from). It fails closed: a file object positioned elsewhere is refused (_not_at_start), and so
+    is a file the check could not read; only a stream torch itself refuses before reading a byte
+    (no ``seek``/``tell``: torch's _check_seekable) is left to torch's own error."""
     from .._checkpoint import replay
 
     if not isinstance(f, (str, os.PathLike)):
         try:
-            if f.tell() != 0 or not f.seekable():
-                return None
+            position = f.tell()
+            f.seek(position)
         except Exception:
-            return None
+            return None  # torch.load raises its own "You can only torch.load from a file that is seekable"
+        if position != 0:
+            raise _not_at_start(f, position)
     try:
         return replay.load_cost_problem(f)
-    except OSError:
-        return None  # missing or unreadable: torch.load says so itself
+    except (FileNotFoundError, IsADirectoryError, PermissionError, NotADirectoryError):
+        return None  # torch.load names the path itself, as stock
+    except OSError as exc:
+        # The check could not read what torch is about to read: refuse rather than load it unchecked.
+        return (f"the check could not read it ({type(exc).__name__}: {exc}), so the check could not bound it", False)
+
+
+def _not_at_start(f: Any, position: int) -> CheckpointRefusedError:
+    """A file object handed over mid-stream: torch's readers would start at the current position
+    (a legacy pickle) or read the whole stream (a zip), and the cost check reads a checkpoint from
+    its start; rather than guess which bytes torch will unpickle, refuse (README: deliberate
+    differences)."""
+    return CheckpointRefusedError(
+        f"refused to load checkpoint {files.describe_source(f)}: the file object is positioned at byte "
+        f"{position:,}, not at its start, and mmfix checks what a weights_only load will cost from a "
+        "checkpoint's start, so the check could not bound it. Nothing was read from it. Pass the path, call "
+        "f.seek(0) first, or pass io.BytesIO of the checkpoint's own bytes.",
+        path=files.path_of(f),
+    )
 
 
 def _rewind(f: Any) -> bool:

@@ -102,6 +102,17 @@ if "item5" in extra:
     out["njt"] = error(lambda: torch.load(os.path.join(work, "njt.pth")))
     for wo in (True, False):
         out[f"noseek/{wo}"] = error(lambda: torch.load(NoSeek(data), weights_only=wo))
+    # A seekable file object handed over mid-stream: stock torch reads from there; mmfix's check
+    # reads from the start, so the weights_only load is refused (fail closed), the caller's own
+    # weights_only=False load is torch's; at its start it loads.
+    def midstream(wo):
+        f = io.BytesIO(b"header" + data)
+        f.seek(6)
+        return torch.load(f, weights_only=wo)["w"].tolist()
+
+    for wo in (True, False):
+        out[f"midstream/{wo}"] = error(lambda: midstream(wo))
+    out["start"] = torch.load(io.BytesIO(data), weights_only=True)["w"].tolist()
     out["refused/global"] = error(lambda: torch.load(os.path.join(work, "fraction.pth")))
     out["refused/blocked"] = error(lambda: torch.load(os.path.join(work, "system.pth")))
 
@@ -198,6 +209,17 @@ def test_callers_mistake_and_torchs_import_hint_come_through_as_stock(imported: 
     for wo in (True, False):
         assert stock[f"noseek/{wo}"][0] == "AttributeError" and "io.BytesIO" in stock[f"noseek/{wo}"][1]
         assert imported[f"noseek/{wo}"] == stock[f"noseek/{wo}"]
+
+
+def test_a_file_object_mid_stream_is_refused_by_the_safe_loader_and_left_to_torch_otherwise(
+    imported: dict, stock: dict
+) -> None:
+    assert stock["midstream/True"] == stock["midstream/False"] == ["loaded", ""]  # stock reads from there
+    kind, message, _ = imported["midstream/True"]
+    assert kind == "CheckpointRefusedError", imported["midstream/True"]
+    assert "positioned at byte 6" in message and "f.seek(0)" in message
+    assert imported["midstream/False"] == stock["midstream/False"]  # the caller's full unpickler: stock
+    assert imported["start"] == stock["start"] == [1.0, 1.0, 1.0]
 
 
 def test_refusals_keep_torchs_message_inside_mmfixs(imported: dict, stock: dict) -> None:
