@@ -131,7 +131,8 @@ def raw_directory_problem(source: Any) -> str | None:
     """The zip directory's entries, read before zipfile parses them: CPython's zipfile takes
     time quadratic in an entry's extra field (it re-slices it per sub-record), so a directory of
     entries with 64 KiB extra fields costs hours per megabyte. Refuses extra fields torch's
-    writer never makes; anything it cannot make sense of is left to zipfile to report."""
+    writer never makes, and a directory that is not where its end record says (see
+    _placement_problem); anything it cannot make sense of is left to zipfile to report."""
     size = size_of(source)
     tail = _read_at(source, max(0, size - 65557), 65557)
     at = tail.rfind(b"PK\x05\x06")
@@ -139,19 +140,33 @@ def raw_directory_problem(source: Any) -> str | None:
         return None
     eocd = size - len(tail) + at
     entries, cd_size, cd_offset = struct.unpack("<HII", tail[at + 10 : at + 20])
-    start = eocd - cd_size
-    if 0xFFFF in (entries,) or 0xFFFFFFFF in (cd_size, cd_offset):
-        locator = tail[at - 20 : at] if at >= 20 else b""
-        if not locator.startswith(b"PK\x06\x07"):
-            return None
+    directory_end = eocd
+    locator = tail[at - 20 : at] if at >= 20 else b""
+    if locator.startswith(b"PK\x06\x07"):
         (z64_offset,) = struct.unpack("<Q", locator[8:16])
         record = _read_at(source, z64_offset, 56)
         if len(record) < 56 or not record.startswith(b"PK\x06\x06"):
             return None
-        entries, cd_size = struct.unpack("<QQ", record[32:48])
-        start = eocd - 20 - 56 - cd_size
+        wide = struct.unpack("<QQQ", record[32:56])
+        # Both readers take the zip64 record's values, but from different places: zipfile from
+        # right before the locator, miniz from where the locator points. They must be one record,
+        # and the end record's own fields must agree with it (or be the "see zip64" marker).
+        if z64_offset != eocd - 76 or any(
+            short not in (long, marker) for short, long, marker in zip((entries, cd_size, cd_offset), wide, _MARKERS)
+        ):
+            return _TWO_ARCHIVES
+        entries, cd_size, cd_offset = wide
+        directory_end = z64_offset
+    elif entries == 0xFFFF or 0xFFFFFFFF in (cd_size, cd_offset):
+        return None
+    start = directory_end - cd_size
     if start < 0 or cd_size > size:
         return None
+    if cd_offset != start:
+        # zipfile reads the directory that ends at the end record and shifts every offset by the
+        # gap (its correction for bytes prepended to an archive); miniz, torch's reader, reads the
+        # directory at the declared offset, unshifted. torch.save writes no prefix and no gap.
+        return _TWO_ARCHIVES
     directory = _read_at(source, start, cd_size)
     pos, seen = 0, 0
     while pos + 46 <= len(directory) and directory[pos : pos + 4] == b"PK\x01\x02" and seen <= MAX_ENTRIES:
@@ -163,6 +178,86 @@ def raw_directory_problem(source: Any) -> str | None:
             )
         pos += 46 + name_len + extra_len + comment_len
         seen += 1
+    return None
+
+
+_MARKERS = (0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF)
+_TWO_ARCHIVES = (
+    "its zip directory is not where its end record places it, so Python's zip reader (which the check uses) "
+    "and torch's would read different archives; torch.save writes the directory right before the end record "
+    "(the file is damaged or crafted)"
+)
+
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def fold(name: str) -> str:
+    """A record name as torch's zip reader (miniz) compares it: ASCII letters without case."""
+    return name.translate(_ASCII_LOWER)
+
+
+def records_problem(infos: list[zipfile.ZipInfo], source: Any) -> str | None:
+    """Why the records of a zip archive are not laid out as torch.save writes them, such that
+    torch's reader could load other bytes, or far more, than the check read; or None.
+
+    torch.save (PyTorchStreamWriter) writes every record stored, under a distinct name, one after
+    another. torch's reader (miniz) finds records by name ignoring ASCII case, so two names that
+    differ only in case are one name to torch and two to zipfile; it inflates a compressed record
+    whole, once per directory entry that points at it. So: names distinct ignoring case, no
+    compression, no two records sharing bytes. Then every byte torch reads is a byte of the file,
+    read once, and the pickle is no larger than the file (the check's budget is in proportion to
+    the file). A record whose local header is missing or that runs past the file is damage torch's
+    reader stops at; it is left to the loader's diagnosis."""
+    names: dict[bytes, str] = {}
+    for info in infos:
+        # the bytes miniz compares (zipfile decodes them, and cuts a name at a NUL byte)
+        raw = info.orig_filename.encode("utf-8" if info.flag_bits & 0x800 else "cp437")
+        if b"\0" in raw:
+            return f"its zip directory names a record {info.orig_filename!r} with a NUL byte (the file is damaged or crafted)"
+        other = names.get(raw.lower())
+        if other is None:
+            names[raw.lower()] = info.orig_filename
+        else:
+            what = f"the record {other!r} twice" if other == info.orig_filename else f"{other!r} and {info.orig_filename!r}"
+            return (
+                f"its zip directory lists {what}, one name to torch's zip reader (it ignores case), so which "
+                "record is loaded depends on the reader (the file is damaged or crafted)"
+            )
+    for info in infos:
+        if info.compress_type != zipfile.ZIP_STORED:
+            return (
+                f"its record {info.filename!r} is compressed (method {info.compress_type}); torch.save writes every "
+                "record uncompressed, and mmfix does not let torch inflate records it cannot bound before loading. "
+                "If the file was re-zipped, load it where you trust it and save it again with torch.save, or "
+                "rebuild the archive uncompressed (`zip -0`)"
+            )
+    size = size_of(source)
+    spans = []
+    raw_file = open(source, "rb") if isinstance(source, (str, os.PathLike)) else source
+    position = raw_file.tell()
+    try:
+        for info in infos:
+            raw_file.seek(info.header_offset)
+            header = raw_file.read(30)
+            if len(header) < 30 or header[:4] != b"PK\x03\x04":
+                continue
+            name_len, extra_len = struct.unpack("<HH", header[26:30])
+            end = info.header_offset + 30 + name_len + extra_len + info.compress_size
+            if end <= size:
+                spans.append((info.header_offset, end, info.filename))
+    finally:
+        if raw_file is source:
+            raw_file.seek(position)
+        else:
+            raw_file.close()
+    spans.sort()
+    for (_, end, name), (start, _, other) in zip(spans, spans[1:]):
+        if start < end:
+            return (
+                f"its records {name!r} and {other!r} share bytes in the file, so torch's zip reader would read "
+                "them once per name; torch.save writes each record apart (the file is damaged or crafted)"
+            )
     return None
 
 

@@ -37,7 +37,6 @@ ITEMSIZE = {
     "UntypedStorage": 1,
 }
 _ALIGNMENT = 64  # torch >= 2.1 aligns every storage record; mmap needs it
-MAX_INFLATED = 64 << 20
 
 
 def _data_offset(raw: Any, header_offset: int) -> int:
@@ -144,32 +143,20 @@ def replay_file(source: Any, reading: pickle_reader.Reading, record_sizes: dict[
                     f"its zip directory lists {len(infos):,} records, more than the check reads, so the check could "
                     "not bound it"
                 )
+            crafted = files.records_problem(infos, source)
+            if crafted:
+                raise ContainerCrafted(crafted)
             pkl = _data_pkl(infos)
             if pkl is None:
                 raise PickleDamaged("the archive holds no data.pkl record")  # torch stops there, unpickling nothing
-            if sum(i.filename == pkl.filename for i in infos) > 1:
-                raise ContainerCrafted(
-                    f"its zip directory lists the record {pkl.filename!r} twice, so which pickle is loaded depends on "
-                    "the reader (the file is damaged or crafted)"
-                )
-            if pkl.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-                # zipfile inflates bzip2 and lzma records in one step, past any budget; torch's
-                # reader (miniz) reads neither, and torch.save writes only stored records.
-                raise PickleDamaged(
-                    f"its pickle record is compressed with method {pkl.compress_type}, which torch cannot read"
-                )
-            if pkl.compress_type != zipfile.ZIP_STORED and pkl.file_size > MAX_INFLATED + 16 * pkl.compress_size:
-                # torch's reader inflates a record whole, into memory
-                raise PickleTooCostly(
-                    f"its pickle record inflates {pkl.compress_size:,} bytes into {pkl.file_size:,}; torch.save never "
-                    "compresses records, and loading it would allocate that much at once"
-                )
-            prefix = pkl.filename[: -len("data.pkl")]
+            prefix = files.fold(pkl.filename[: -len("data.pkl")])
             aligned = isinstance(source, (str, os.PathLike))
             raw = open(source, "rb") if aligned else None
             try:
                 for info in infos:
-                    if info.filename.startswith(prefix + "data/"):
+                    # torch looks a storage up as <archive>/data/<key>, ignoring ASCII case; the
+                    # record names are distinct ignoring case (records_problem)
+                    if files.fold(info.filename).startswith(prefix + "data/"):
                         record_sizes[info.filename[len(prefix + "data/") :]] = info.file_size
                         if raw is not None:
                             aligned &= info.compress_type == zipfile.ZIP_STORED and (
@@ -241,11 +228,12 @@ def _bound(reading: pickle_reader.Reading, pickle_bytes: int, file_bytes: int) -
 
 def _data_pkl(infos: list[zipfile.ZipInfo]) -> zipfile.ZipInfo | None:
     """The record torch reads: ``<archive name>/data.pkl``, the archive name being the folder of
-    the first record (PyTorchFileReader), and the first record of that name (miniz)."""
+    the first record (PyTorchFileReader), found ignoring ASCII case (miniz); names that collide
+    so are refused first (files.records_problem)."""
     if not infos:
         return None
-    name = infos[0].filename.split("/", 1)[0] + "/data.pkl"
-    return next((i for i in infos if i.filename == name), None)
+    name = files.fold(infos[0].filename.split("/", 1)[0] + "/data.pkl")  # miniz ignores ASCII case
+    return next((i for i in infos if files.fold(i.filename) == name), None)
 
 
 _last: tuple[tuple[Any, ...], tuple[pickle_reader.Reading, dict[str, int]]] | None = None
