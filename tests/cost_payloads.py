@@ -225,10 +225,63 @@ def _hex_chain(depth: int) -> bytes:
     return body
 
 
+def pickle_for(body: bytes) -> bytes:
+    """data.pkl of a checkpoint {"state_dict": {}, "payload": body}."""
+    return PROTO + dict1("state_dict", EMPTY_DICT) + s("payload") + body + SETITEM + STOP
+
+
+def storages_pickle(numel: int, entries: int) -> bytes:
+    """{"t0": tensor of data/0, ..., "t<k-1>": tensor of data/<k-1>}, each ``numel`` floats."""
+    items = b"".join(
+        s(f"t{k}")
+        + call(
+            g("torch._utils", "_rebuild_tensor_v2"),
+            storage(str(k), numel),
+            i4(0),
+            tup(long_(numel)),
+            tup(i4(1)),
+            FALSE,
+            call(g("collections", "OrderedDict"), EMPTY_TUPLE),
+        )
+        for k in range(entries)
+    )
+    return PROTO + EMPTY_DICT + MARK + items + SETITEMS + STOP
+
+
+def write_container_attacks(tmp: Path) -> dict[str, tuple[str, Path]]:
+    """Zip containers torch's reader (miniz) reads otherwise than the check's (zipfile), or that
+    make torch inflate far more than the file holds (issue 28, the zip-level findings). The
+    harmful pickle is the corpus's set() over a zero-stride view."""
+    import zip_crafting
+
+    evil = pickle_for(bodies()["zero_stride_tensor_in_set"][1])
+    harmless = pickle_for(NONE)
+    return {
+        "zip_case_twins": (
+            "archive/data.pkl harmless, archive/DATA.PKL the set() of a zero-stride view",
+            zip_crafting.case_twins(tmp / "zip_case_twins.pth", harmless, evil),
+        ),
+        "zip_two_directories": (
+            "two central directories: zipfile reads a harmless archive, miniz the harmful one",
+            zip_crafting.two_directories(tmp / "zip_two_directories.pth", harmless, evil),
+        ),
+        "zip_shared_deflated_record": (
+            "one deflated record of 256 MiB zeros under 8 names: 2 GiB of tensors from 256 KB",
+            zip_crafting.shared_deflated_record(tmp / "zip_shared_deflated_record.pth", storages_pickle, 256 << 20, 8),
+        ),
+        "zip_deflated_pickle": (
+            "a deflated data.pkl of 16 MiB harmless opcodes in 17 KB",
+            zip_crafting.deflated_pickle(
+                tmp / "zip_deflated_pickle.pth", PROTO + EMPTY_DICT + b"NNs" * ((16 << 20) // 3) + STOP
+            ),
+        ),
+    }
+
+
 def write(path: Path, body: bytes, records: dict[str, bytes] | None = None) -> Path:
     """torch.save's layout, with storage records "0" (one float) and "q" (one quint8) that the
     views above use."""
-    pkl = PROTO + dict1("state_dict", EMPTY_DICT) + s("payload") + body + SETITEM + STOP
+    pkl = pickle_for(body)
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as archive:
         archive.writestr("archive/data.pkl", pkl)
         archive.writestr("archive/byteorder", "little")
@@ -266,6 +319,7 @@ def write_zip_costs(tmp: Path) -> dict[str, tuple[str, Path]]:
 def build(tmp: Path) -> dict[str, tuple[str, Path]]:
     out = {name: (what, write(tmp / f"{name}.pth", body)) for name, (what, body) in bodies().items()}
     out.update(write_zip_costs(tmp))
+    out.update(write_container_attacks(tmp))
     return out
 
 

@@ -133,3 +133,103 @@ def checkpoint(
             fh.write(struct.pack("<4sIQI", b"PK\x06\x07", 0, end64, 1))
             count, length, start = 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF
         fh.write(_END.pack(b"PK\x05\x06", 0, 0, count, count, length, start, 0))
+
+
+# --- containers torch's reader reads otherwise than the check (issue 28, zip-level findings) -------
+
+_STANDARD = (
+    ("byteorder", b"little"),
+    ("data/0", b"\0" * 4),
+    ("version", b"3\n"),
+    (".data/serialization_id", b"0" * 40),
+)
+
+
+def _write_records(path: Path, records: list[tuple[str, bytes]], *, deflate: tuple[str, ...] = ()) -> Path:
+    import zipfile
+
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as archive:
+        for name, data in records:
+            method = zipfile.ZIP_DEFLATED if name in deflate else zipfile.ZIP_STORED
+            archive.writestr(name, data, compress_type=method)
+    return path
+
+
+def case_twins(path: Path, checked: bytes, loaded: bytes) -> Path:
+    """archive/data.pkl (``checked``) and archive/DATA.PKL (``loaded``): torch's zip reader (miniz)
+    finds records ignoring case and takes the later one, zipfile tells them apart."""
+    records = [("archive/data.pkl", checked)] + [(f"archive/{n}", d) for n, d in _STANDARD]
+    return _write_records(path, records + [("archive/DATA.PKL", loaded)])
+
+
+def _local(out: bytearray, name: str, data: bytes, method: int = 0, raw: bytes | None = None) -> tuple:
+    payload = data if raw is None else raw
+    at, crc, encoded = len(out), zlib.crc32(data), name.encode()
+    out += _LOCAL.pack(b"PK\x03\x04", 20, 0, method, 0, 0x21, crc, len(payload), len(data), len(encoded), 0)
+    out += encoded + payload
+    return at, method, crc, len(payload), len(data)
+
+
+def _central(name: str, entry: tuple, shift: int = 0) -> bytes:
+    at, method, crc, csize, size = entry
+    encoded = name.encode()
+    fields = (b"PK\x01\x02", 20, 20, 0, method, 0, 0x21, crc, csize, size, len(encoded), 0, 0, 0, 0, 0, at - shift)
+    return _CENTRAL.pack(*fields) + encoded
+
+
+def two_directories(path: Path, checked: bytes, loaded: bytes) -> Path:
+    """Two whole archives and two central directories: the end record's offset points at the first
+    directory (``loaded``'s, which miniz reads), the second ends right at the end record and lists
+    ``checked``'s records shifted by the first's length, which zipfile reads as prepended bytes."""
+    out = bytearray()
+    names = ["archive/data.pkl"] + [f"archive/{n}" for n, _ in _STANDARD]
+    loaded_entries = [_local(out, n, d) for n, d in zip(names, [loaded] + [d for _, d in _STANDARD])]
+    checked_entries = [_local(out, n, d) for n, d in zip(names, [checked] + [d for _, d in _STANDARD])]
+    first = b"".join(_central(n, e) for n, e in zip(names, loaded_entries))
+    second = b"".join(_central(n, e, len(first)) for n, e in zip(names, checked_entries))
+    at = len(out)
+    out += first + second
+    out += _END.pack(b"PK\x05\x06", 0, 0, len(names), len(names), len(second), at, 0)
+    path.write_bytes(bytes(out))
+    return path
+
+
+def _deflated_zeros(nbytes: int) -> bytes:
+    packer = zlib.compressobj(9, zlib.DEFLATED, -15)
+    chunk = bytes(min(nbytes, 1 << 20))
+    parts = [packer.compress(chunk[: min(len(chunk), nbytes - done)]) for done in range(0, nbytes, len(chunk) or 1)]
+    return b"".join(parts) + packer.flush()
+
+
+def shared_deflated_record(path: Path, pickle_of_entries: Any, nbytes: int, entries: int) -> Path:
+    """One deflated record of ``nbytes`` zeros listed ``entries`` times (data/0 .. data/k-1):
+    torch inflates it once per storage. ``pickle_of_entries(numel, entries)`` is the pickle."""
+    out = bytearray()
+    records = [("archive/data.pkl", _local(out, "archive/data.pkl", pickle_of_entries(nbytes // 4, entries)))]
+    records.append(("archive/byteorder", _local(out, "archive/byteorder", b"little")))
+    raw = _deflated_zeros(nbytes)
+    at, crc = len(out), zlib.crc32(bytes(nbytes))
+    encoded = b"archive/data/0"
+    out += _LOCAL.pack(b"PK\x03\x04", 20, 0, 8, 0, 0x21, crc, len(raw), nbytes, len(encoded), 0) + encoded + raw
+    records += [(f"archive/data/{k}", (at, 8, crc, len(raw), nbytes)) for k in range(entries)]
+    records.append(("archive/version", _local(out, "archive/version", b"3\n")))
+    directory = b"".join(_central(n, e) for n, e in records)
+    start = len(out)
+    out += directory + _END.pack(b"PK\x05\x06", 0, 0, len(records), len(records), len(directory), start, 0)
+    path.write_bytes(bytes(out))
+    return path
+
+
+def deflated_pickle(path: Path, pickle_bytes: bytes) -> Path:
+    """torch.save's records with data.pkl deflated (torch.save writes every record stored)."""
+    records = [("archive/data.pkl", pickle_bytes)] + [(f"archive/{n}", d) for n, d in _STANDARD]
+    return _write_records(path, records, deflate=("archive/data.pkl",))
+
+
+def rezipped(source: Path, path: Path) -> Path:
+    """An honest checkpoint whose records were compressed by re-zipping it (``zip -9``)."""
+    import zipfile
+
+    with zipfile.ZipFile(source) as src:
+        records = [(info.filename, src.read(info)) for info in src.infolist()]
+    return _write_records(path, records, deflate=tuple(n for n, _ in records))

@@ -209,21 +209,9 @@ def records_problem(infos: list[zipfile.ZipInfo], source: Any) -> str | None:
     read once, and the pickle is no larger than the file (the check's budget is in proportion to
     the file). A record whose local header is missing or that runs past the file is damage torch's
     reader stops at; it is left to the loader's diagnosis."""
-    names: dict[bytes, str] = {}
-    for info in infos:
-        # the bytes miniz compares (zipfile decodes them, and cuts a name at a NUL byte)
-        raw = info.orig_filename.encode("utf-8" if info.flag_bits & 0x800 else "cp437")
-        if b"\0" in raw:
-            return f"its zip directory names a record {info.orig_filename!r} with a NUL byte (the file is damaged or crafted)"
-        other = names.get(raw.lower())
-        if other is None:
-            names[raw.lower()] = info.orig_filename
-        else:
-            what = f"the record {other!r} twice" if other == info.orig_filename else f"{other!r} and {info.orig_filename!r}"
-            return (
-                f"its zip directory lists {what}, one name to torch's zip reader (it ignores case), so which "
-                "record is loaded depends on the reader (the file is damaged or crafted)"
-            )
+    problem = names_problem(infos)
+    if problem:
+        return problem
     for info in infos:
         if info.compress_type != zipfile.ZIP_STORED:
             return (
@@ -251,7 +239,33 @@ def records_problem(infos: list[zipfile.ZipInfo], source: Any) -> str | None:
             raw_file.seek(position)
         else:
             raw_file.close()
-    spans.sort()
+    return overlap_problem(spans)
+
+
+def names_problem(infos: list[zipfile.ZipInfo]) -> str | None:
+    """Two records one name to torch's zip reader (miniz compares names ignoring ASCII case), or a
+    name zipfile reads otherwise than miniz (it cuts a name at a NUL byte)."""
+    names: dict[bytes, str] = {}
+    for info in infos:
+        # the bytes miniz compares
+        raw = info.orig_filename.encode("utf-8" if info.flag_bits & 0x800 else "cp437")
+        if b"\0" in raw:
+            return f"its zip directory names a record {info.orig_filename!r} with a NUL byte (the file is damaged or crafted)"
+        other = names.get(raw.lower())
+        if other is None:
+            names[raw.lower()] = info.orig_filename
+            continue
+        what = f"the record {other!r} twice" if other == info.orig_filename else f"{other!r} and {info.orig_filename!r}"
+        return (
+            f"its zip directory lists {what}, one name to torch's zip reader (it ignores case), so which record "
+            "is loaded depends on the reader (the file is damaged or crafted)"
+        )
+    return None
+
+
+def overlap_problem(spans: list[tuple[int, int, str]]) -> str | None:
+    """(start, end, name) of each record, local header included: two that share bytes."""
+    spans = sorted(spans)
     for (_, end, name), (start, _, other) in zip(spans, spans[1:]):
         if start < end:
             return (
@@ -299,11 +313,9 @@ def _directory_problem(archive: zipfile.ZipFile, source: Any) -> str | None:
         return f"its zip directory lists {len(infos):,} records, more than any checkpoint (the file is damaged)"
     if not any(i.filename.endswith("data.pkl") for i in infos):
         return "it is a zip archive but holds no data.pkl record, so torch.save did not write it"
-    names: set[str] = set()
-    for info in infos:
-        if info.filename in names:
-            return f"its zip directory lists the record {info.filename!r} twice (the file is damaged or crafted)"
-        names.add(info.filename)
+    problem = names_problem(infos)
+    if problem:
+        return problem
     size = size_of(source)
     raw = open(source, "rb") if isinstance(source, (str, os.PathLike)) else source
     try:
@@ -329,11 +341,7 @@ def _directory_problem(archive: zipfile.ZipFile, source: Any) -> str | None:
     finally:
         if raw is not source:
             raw.close()
-    spans.sort()
-    for (_, end, name), (start, _, other) in zip(spans, spans[1:]):
-        if start < end:
-            return f"the records {name!r} and {other!r} overlap in the file (the file is damaged or crafted)"
-    return None
+    return overlap_problem(spans)
 
 
 def _crc_problem(archive: zipfile.ZipFile, source: Any) -> str | None:
