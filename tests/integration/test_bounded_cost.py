@@ -323,3 +323,141 @@ def test_a_check_that_cannot_finish_refuses_the_file(tmp_path: Path) -> None:
                 assert "could not bound it" in message and "malicious" in message, (mode, what, message)
     # 2**23 rows of the costly view were never made (a few hundred MiB at least).
     assert report["mib"] < MEMORY_MIB, report["mib"]
+
+
+# --- containers torch reads otherwise than the check (issue 28, the zip-level findings) -----------
+
+CONTAINERS = r"""
+import contextlib, io, json, os, resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+resource.setrlimit(resource.RLIMIT_CPU, (120, 120))
+import torch, mmfix  # noqa: F401
+from mmengine.runner import CheckpointLoader, load_checkpoint
+from mmfix import _cli
+from mmfix._checkpoint import replay
+
+tmp, paths = sys.argv[1], sys.argv[2:]
+
+
+def cli(*argv):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = _cli.main(list(argv))
+    if rc != 0:
+        raise RuntimeError(err.getvalue())
+    return out.getvalue()
+
+
+def convert(path):
+    target = os.path.join(tmp, "converted.pth")
+    try:
+        cli("convert-checkpoint", path, target)
+    except RuntimeError:
+        assert not os.path.exists(target), "convert-checkpoint wrote a file it refused"
+        raise
+    if os.path.exists(target):
+        os.remove(target)
+
+
+LOADERS = {
+    "torch.load": lambda p: torch.load(p),
+    "torch.load(weights_only=True)": lambda p: torch.load(p, weights_only=True),
+    "torch.load(file object)": lambda p: torch.load(io.BytesIO(open(p, "rb").read())),
+    "load_checkpoint": lambda p: load_checkpoint(torch.nn.Linear(1, 1), p),
+    "CheckpointLoader": lambda p: CheckpointLoader.load_checkpoint(p),
+    "mmfix convert-checkpoint": convert,
+    "mmfix inspect": lambda p: cli("inspect", p),
+}
+
+
+def outcome(loader, path):
+    replay._last = None  # each load checks its file afresh
+    try:
+        LOADERS[loader](path)
+        return ["loaded", ""]
+    except BaseException as exc:
+        return [type(exc).__name__, str(exc)[:800]]
+
+
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+rows = {os.path.basename(p): {loader: outcome(loader, p) for loader in LOADERS} for p in paths}
+usage = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"rows": rows, "mib": max(0, usage.ru_maxrss - base) >> 10, "cpu": usage.ru_utime + usage.ru_stime}))
+"""
+
+
+def test_containers_torch_reads_otherwise_are_refused_unread(tmp_path: Path) -> None:
+    """Zip containers where torch's reader (miniz) loads other bytes than the check read, or more:
+    names one to miniz (it ignores case), a second central directory (zipfile corrects offsets for
+    prepended bytes, miniz does not), compressed records (torch inflates each whole, once per
+    directory entry that points at it) and records sharing bytes. torch.save writes none of them:
+    every loader refuses each unread, as crafted, within a small memory and CPU bound, and
+    `mmfix inspect` says the same; a checkpoint someone re-zipped is told how to make it loadable.
+    The harmful pickle here is small (a loader that reads it loads it): refused unread, its size
+    does not matter (the corpus above has the costly sizes, and stock's control)."""
+    import torch
+    from cost_payloads import call, g, pickle_for, storages_pickle, view
+
+    import zip_crafting
+    from checkpoint_payloads import NONE
+    from zip_crafting import Tensor, checkpoint
+
+    evil = pickle_for(call(g("builtins", "set"), view(1 << 12)))
+    harmless = pickle_for(NONE)
+    good = tmp_path / "good.pth"
+    torch.save({"state_dict": {"w": torch.ones(3)}, "meta": {"epoch": 1}}, good)
+    floats = {"0": bytes(4000), "1": bytes(400)}
+    expected = {
+        "case_twins.pth": (zip_crafting.case_twins(tmp_path / "case_twins.pth", harmless, evil), "ignores case"),
+        "two_directories.pth": (
+            zip_crafting.two_directories(tmp_path / "two_directories.pth", harmless, evil),
+            "not where its end record places it",
+        ),
+        "aliased.pth": (tmp_path / "aliased.pth", "share bytes"),
+        "deflated_storage.pth": (tmp_path / "deflated_storage.pth", "is compressed"),
+        "shared_deflated.pth": (
+            zip_crafting.shared_deflated_record(tmp_path / "shared_deflated.pth", storages_pickle, 1 << 20, 4),
+            ("is compressed", "share bytes"),  # the loader names the first, inspect's diagnosis the second
+        ),
+        "deflated_pickle.pth": (
+            zip_crafting.deflated_pickle(tmp_path / "deflated_pickle.pth", b"\x80\x02}" + b"NNs" * 20_000 + b"."),
+            "is compressed",
+        ),
+        "rezipped.pth": (zip_crafting.rezipped(good, tmp_path / "rezipped.pth"), "zip -0"),
+    }
+    plain = {"a": Tensor("0", 1000), "b": Tensor("1", 100)}
+    checkpoint(tmp_path / "aliased.pth", {**plain, "c": Tensor("2", 1000)}, floats, aliases={"2": "0"})
+    checkpoint(tmp_path / "deflated_storage.pth", plain, floats, deflate=("0",))
+    before = {name: path.read_bytes() for name, (path, _) in expected.items()}
+    proc = run(
+        [sys.executable, "-c", CONTAINERS, str(tmp_path), str(good), *(str(p) for p, _ in expected.values())],
+        env=clean_env(),
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    for loader, (error, message) in report["rows"]["good.pth"].items():
+        assert error == "loaded", (loader, error, message)  # the harness loads a real checkpoint
+    for name, (_, phrase) in expected.items():
+        for loader, (error, message) in report["rows"][name].items():
+            if loader.startswith("mmfix "):  # the command's own error line
+                assert error == "RuntimeError" and _names(phrase, message), (name, loader, error, message)
+                assert "cannot" in message, (name, loader, message)
+            else:
+                assert error == "CheckpointCorruptError", (name, loader, error, message)
+                assert _names(phrase, message) and "nothing in it ran" in message, (name, loader, message)
+            assert "damaged or crafted" in message or "torch.save writes every record uncompressed" in message, (
+                name,
+                loader,
+                message,
+            )
+    assert (
+        "load it where you trust it and save it again with torch.save"
+        in report["rows"]["rezipped.pth"]["torch.load"][1]
+    )
+    assert report["mib"] < MEMORY_MIB and report["cpu"] < 60, report  # refused unread: nothing was inflated
+    assert {name: path.read_bytes() for name, (path, _) in expected.items()} == before  # no side effects
+
+
+def _names(phrase: str | tuple[str, ...], message: str) -> bool:
+    return any(p in message for p in ((phrase,) if isinstance(phrase, str) else phrase))
