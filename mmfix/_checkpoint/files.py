@@ -131,8 +131,9 @@ def raw_directory_problem(source: Any) -> str | None:
     """The zip directory's entries, read before zipfile parses them: CPython's zipfile takes
     time quadratic in an entry's extra field (it re-slices it per sub-record), so a directory of
     entries with 64 KiB extra fields costs hours per megabyte. Refuses extra fields torch's
-    writer never makes, and a directory that is not where its end record says (see
-    _placement_problem); anything it cannot make sense of is left to zipfile to report."""
+    writer never makes, and a directory that is not where its end record (and zip64 end record)
+    places it, which zipfile and torch's reader would read as two archives; anything it cannot
+    make sense of is left to zipfile to report."""
     size = size_of(source)
     tail = _read_at(source, max(0, size - 65557), 65557)
     at = tail.rfind(b"PK\x05\x06")
