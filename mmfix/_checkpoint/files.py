@@ -146,8 +146,8 @@ def raw_directory_problem(source: Any) -> str | None:
     if locator.startswith(b"PK\x06\x07"):
         (z64_offset,) = struct.unpack("<Q", locator[8:16])
         record = _read_at(source, z64_offset, 56)
-        if len(record) < 56 or not record.startswith(b"PK\x06\x06"):
-            return None
+        if z64_offset > eocd or len(record) < 56 or not record.startswith(b"PK\x06\x06"):
+            return _TWO_ARCHIVES  # zipfile then reads the 32-bit fields; miniz may not
         wide = struct.unpack("<QQQ", record[32:56])
         # Both readers take the zip64 record's values, but from different places: zipfile from
         # right before the locator, miniz from where the locator points. They must be one record,
