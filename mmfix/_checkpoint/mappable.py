@@ -218,6 +218,7 @@ def _directory(fd: int, size: int) -> tuple[dict[str, _Entry], int] | str:
         return "it has no zip directory record"
     _, disk, cd_disk, _, count, cd_size, cd_offset, _ = _EOCD.unpack_from(tail, at)
     eocd = tail_start + at
+    directory_end = eocd
     if eocd >= _LOCATOR.size:
         locator = os.pread(fd, _LOCATOR.size, eocd - _LOCATOR.size)
         if locator[:4] == b"PK\x06\x07":
@@ -225,6 +226,7 @@ def _directory(fd: int, size: int) -> tuple[dict[str, _Entry], int] | str:
             if len(record) < _EOCD64.size or record[:4] != b"PK\x06\x06":
                 return "its zip64 directory record is missing"
             _, _, _, _, disk, cd_disk, _, count64, size64, offset64 = _EOCD64.unpack(record)
+            directory_end = _LOCATOR.unpack(locator)[2]
             count = count64 if count == 0xFFFF else count
             cd_size = size64 if cd_size == 0xFFFFFFFF else cd_size
             cd_offset = offset64 if cd_offset == 0xFFFFFFFF else cd_offset
@@ -232,6 +234,9 @@ def _directory(fd: int, size: int) -> tuple[dict[str, _Entry], int] | str:
         return "its zip directory claims several disks"
     if count > files.MAX_ENTRIES or cd_size > MAX_DIRECTORY or cd_offset + cd_size > eocd:
         return "its zip directory is larger than any checkpoint's"
+    if cd_offset + cd_size != directory_end:
+        # zipfile would read another directory (the one ending here); torch.save leaves no gap
+        return "its zip directory is not where its end record places it"
     raw = os.pread(fd, cd_size, cd_offset)
     entries: dict[str, _Entry] = {}
     pos = 0
