@@ -289,13 +289,15 @@ class Cost:
 
 
 def numel(size: Any) -> int | None:
-    """Elements of a size given as ints, or None."""
-    items = size if isinstance(size, tuple) else getattr(size, "items", None)
-    if not isinstance(items, (tuple, list)) or not all(type(n) is int for n in items):
+    """Elements of a size given as a tuple or list of ints, or None where it is not one (the
+    reader's callers refuse those: see ``pickle_reader.dims``). bool is an int to torch (a
+    size ``(n, True)`` has n elements), so it counts as one."""
+    items = size if isinstance(size, (tuple, list)) else getattr(size, "items", None)
+    if not isinstance(items, (tuple, list)) or not all(type(n) in (int, bool) for n in items):
         return None
     total = 1
     for n in items:
         if n < 0:
             return None
-        total = min(_CAP, total * n)
+        total = min(_CAP, total * int(n))
     return total
