@@ -275,7 +275,9 @@ def test_bool_and_torch_size_dims_are_priced_as_torch_reads_them(tmp_path: Path)
         P.shaped_view(P.tup(P.s("n")), P.tup(P.i4(0))),
         P.shaped_view(P.call(P.g("builtins", "set"), P.EMPTY_LIST), P.tup(P.i4(0))),
         P.shaped_view(P.tup(P.long_(-1)), P.tup(P.i4(0))),
-        P.call(P.g("torch._utils", "_rebuild_meta_tensor_no_storage"), P.g("torch", "float32"), P.NONE, P.NONE, P.FALSE),
+        P.call(
+            P.g("torch._utils", "_rebuild_meta_tensor_no_storage"), P.g("torch", "float32"), P.NONE, P.NONE, P.FALSE
+        ),
         P.g("builtins", "set") + P.NONE + b"R",  # call arguments that are not a tuple or list
         P.g("builtins", "set") + P.view(8) + b"R",  # func(*tensor) iterates its rows
     ],
