@@ -740,11 +740,11 @@ class _Machine:
             if shape is None and len(args) == 1 and _is_size(first):
                 shape = dims(first)
             if shape is not None:
-                n = numel(shape)
-                if n is None:
+                elements = numel(shape)
+                if elements is None:
                     raise CheckIncomplete(f"it calls {short}() with a negative size, so the check could not bound it")
-                cost.charge(work=len(shape), memory=n * 8, what=f"{short}({', '.join(map(str, shape[:4]))})")
-                return TensorToken(n, shape[0] if len(shape) > 1 else n, n)
+                cost.charge(work=len(shape), memory=elements * 8, what=f"{short}({', '.join(map(str, shape[:4]))})")
+                return TensorToken(elements, shape[0] if len(shape) > 1 else elements, elements)
             n = sum(
                 self._tree_size(a) if isinstance(a, (List, tuple)) or _is_size(a) else self._length(a) for a in args
             )
