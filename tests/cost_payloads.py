@@ -472,6 +472,10 @@ def pickles():
                         "copy",
                         "sized",
                         "array",
+                        "odd_size",
+                        "sized_tensor",
+                        "list_args",
+                        "storage",
                     ]
                 )
             )
@@ -509,6 +513,20 @@ def pickles():
                     s("cpu"),
                     FALSE,
                 )
+            if what == "odd_size":  # sizes torch reads as ints: (n, True), torch.Size((n,))
+                n = long_(draw(sizes))
+                if draw(st.booleans()):
+                    made = shaped_view(tup(n, TRUE), tup(i4(0), i4(0)))
+                else:
+                    made = shaped_view(torch_size(n), tup(i4(0)) if draw(st.booleans()) else torch_size(i4(0)))
+                return call(g("builtins", "set"), made) if draw(st.booleans()) else made
+            if what == "sized_tensor":  # FloatTensor(torch.Size((n,))) / FloatTensor(n, True)
+                n = long_(draw(sizes))
+                return call(g("torch", "FloatTensor"), *((torch_size(n),) if draw(st.booleans()) else (n, TRUE)))
+            if what == "list_args":  # REDUCE arguments given as a list: set(*[x])
+                return g("builtins", "set") + EMPTY_LIST + value(depth + 1) + APPEND + b"R"
+            if what == "storage":  # set() of a storage iterates it element by element
+                return call(g("builtins", "set"), storage("0", draw(st.sampled_from([1, 1_000, 1 << 20]))))
             if what == "sized":  # set() and torch.Size() of a view: they iterate its rows
                 return call(g("builtins", "set") if draw(st.booleans()) else g("torch", "Size"), view(draw(sizes)))
             rows = draw(sizes)
