@@ -278,6 +278,91 @@ def write_container_attacks(tmp: Path) -> dict[str, tuple[str, Path]]:
     }
 
 
+# --- sizes the cost model once priced as nothing, the legacy format's fifth pickle (issue 28) ----
+
+
+def shaped_view(size: bytes, stride: bytes) -> bytes:
+    """_rebuild_tensor_v2 over a storage of one float, with ``size`` and ``stride`` as given."""
+    hooks = call(g("collections", "OrderedDict"), EMPTY_TUPLE)
+    return call(g("torch._utils", "_rebuild_tensor_v2"), storage("0", 1), i4(0), size, stride, FALSE, hooks)
+
+
+def torch_size(*dims: bytes) -> bytes:
+    return call(g("torch", "Size"), tup(*dims))
+
+
+def unpriced_bodies(n: int = 1 << 23) -> dict[str, tuple[str, bytes]]:
+    """Payloads whose size or arguments the cost model priced as nothing: a size holding a bool
+    (an int to torch), a torch.Size(...) size, a legacy tensor class given a torch.Size or bools,
+    REDUCE arguments given as a list, set() of a set() of one memoised list."""
+    return {
+        "view_bool_dim_in_set": (
+            f"set() of a view of size ({n:,}, True), stride (0, 0)",
+            call(g("builtins", "set"), shaped_view(tup(long_(n), TRUE), tup(i4(0), i4(0)))),
+        ),
+        "view_torch_size_in_set": (
+            f"set() of a view of size torch.Size(({n:,},)), stride (0,)",
+            call(g("builtins", "set"), shaped_view(torch_size(long_(n)), tup(i4(0)))),
+        ),
+        "float_tensor_of_torch_size": (
+            f"torch.FloatTensor(torch.Size(({n << 7:,},)))",
+            call(g("torch", "FloatTensor"), torch_size(long_(n << 7))),
+        ),
+        "float_tensor_of_bool_dims": (
+            f"torch.FloatTensor({n << 7:,}, True)",
+            call(g("torch", "FloatTensor"), long_(n << 7), TRUE),
+        ),
+        "set_called_with_a_list": (
+            "set(*[a zero-stride view]): REDUCE arguments given as a list",
+            g("builtins", "set") + EMPTY_LIST + view(n) + APPEND + b"R",
+        ),
+        "set_of_a_memoised_set_reused": (
+            "set() of one memoised set() of a 20,000-member list, 20,000 times",
+            MARK
+            + call(g("builtins", "set"), EMPTY_LIST + MARK + b"".join(i4(k) for k in range(20_000)) + APPENDS)
+            + put(1)
+            + g("builtins", "set")
+            + put(2)
+            + (get(2) + get(1) + b"\x85R") * 20_000
+            + b"t",
+        ),
+    }
+
+
+LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
+
+
+def write_legacy(path: Path, fifth: bytes, obj: bytes | None = None) -> Path:
+    """torch's legacy (non-zip) format: magic number, protocol version, sys info, the object, then
+    ``fifth`` where torch.save writes the storage keys (torch unpickles it weights_only too)."""
+    import pickle
+
+    sys_info = {"protocol_version": 1001, "little_endian": True, "type_sizes": {"short": 2, "int": 4, "long": 4}}
+    head = b"".join(pickle.dumps(x, protocol=2) for x in (LEGACY_MAGIC, 1001, sys_info))
+    path.write_bytes(head + (obj or PROTO + dict1("state_dict", EMPTY_DICT) + STOP) + fifth)
+    return path
+
+
+def legacy_fifth_pickles() -> dict[str, tuple[str, bytes]]:
+    return {
+        "legacy_storage_keys_bytearray": (
+            "bytearray(3 GiB) as the legacy format's storage keys",
+            PROTO + call(g("builtins", "bytearray"), long_(3 << 30)) + STOP,
+        ),
+        "legacy_storage_keys_tuple_dag": (
+            "a dict key whose hash takes 2**34 steps, as the legacy format's storage keys",
+            PROTO + EMPTY_DICT + tuple_chain(34) + NONE + SETITEM + STOP,
+        ),
+    }
+
+
+def build_unpriced(tmp: Path) -> dict[str, tuple[str, Path]]:
+    out = {name: (what, write(tmp / f"{name}.pth", body)) for name, (what, body) in unpriced_bodies().items()}
+    for name, (what, fifth) in legacy_fifth_pickles().items():
+        out[name] = (what, write_legacy(tmp / f"{name}.pt", fifth))
+    return out
+
+
 def write(path: Path, body: bytes, records: dict[str, bytes] | None = None) -> Path:
     """torch.save's layout, with storage records "0" (one float) and "q" (one quint8) that the
     views above use."""
@@ -441,6 +526,10 @@ def pickles():
                         "copy",
                         "sized",
                         "array",
+                        "odd_size",
+                        "sized_tensor",
+                        "list_args",
+                        "storage",
                     ]
                 )
             )
@@ -478,6 +567,20 @@ def pickles():
                     s("cpu"),
                     FALSE,
                 )
+            if what == "odd_size":  # sizes torch reads as ints: (n, True), torch.Size((n,))
+                n = long_(draw(sizes))
+                if draw(st.booleans()):
+                    made = shaped_view(tup(n, TRUE), tup(i4(0), i4(0)))
+                else:
+                    made = shaped_view(torch_size(n), tup(i4(0)) if draw(st.booleans()) else torch_size(i4(0)))
+                return call(g("builtins", "set"), made) if draw(st.booleans()) else made
+            if what == "sized_tensor":  # FloatTensor(torch.Size((n,))) / FloatTensor(n, True)
+                n = long_(draw(sizes))
+                return call(g("torch", "FloatTensor"), *((torch_size(n),) if draw(st.booleans()) else (n, TRUE)))
+            if what == "list_args":  # REDUCE arguments given as a list: set(*[x])
+                return g("builtins", "set") + EMPTY_LIST + value(depth + 1) + APPEND + b"R"
+            if what == "storage":  # set() of a storage iterates it element by element
+                return call(g("builtins", "set"), storage("0", draw(st.sampled_from([1, 1_000, 1 << 20]))))
             if what == "sized":  # set() and torch.Size() of a view: they iterate its rows
                 return call(g("builtins", "set") if draw(st.booleans()) else g("torch", "Size"), view(draw(sizes)))
             rows = draw(sizes)

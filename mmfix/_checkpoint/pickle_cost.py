@@ -19,7 +19,10 @@ the reader holds: costs of shared tuples are memoised, never recomputed.
 
 **The check fails closed and costs less than the load it guards** (issue 28). A check
 that cannot finish (its opcode bound, its clock, a MemoryError, a reading it cannot
-follow) is a refusal (``CheckIncomplete``), never a file handed to torch unchecked; only
+follow) is a refusal (``CheckIncomplete``), never a file handed to torch unchecked; so is a
+value it cannot price (a tensor size that is not ints as torch reads them -- a bool is an
+int, ``torch.Size(t)`` is t --, call arguments that are not a tuple or list, a storage
+whose size is not an int): unknown is never free. Only
 a break in the pickle's *structure* that the reader reached with everything before it
 charged (``PickleDamaged``: torch's unpickler stops at the same opcode) leaves the file
 to torch's own "damaged" verdict. Every step of the checker is charged before it is
@@ -270,32 +273,17 @@ class Cost:
         if kept and not isinstance(ident, (str, bytes, int, float, bool, type(None))):
             self._keep.append(key)
 
-    # -- iteration ----------------------------------------------------------------------------
-    @staticmethod
-    def length(token: Any, items: Any) -> int:
-        """How many elements iterating ``token`` yields (``items``: the reader's own list of
-        a container token's members, or None)."""
-        if items is not None:
-            return len(items)
-        if isinstance(token, (str, bytes, tuple)) or hasattr(token, "__len__"):
-            try:
-                return len(token)
-            except TypeError:
-                return 0
-        if isinstance(token, TensorToken):
-            return token.rows * ROW_WORK
-        rows = getattr(token, "rows", None)
-        return rows * ROW_WORK if type(rows) is int else 0
-
 
 def numel(size: Any) -> int | None:
-    """Elements of a size given as ints, or None."""
-    items = size if isinstance(size, tuple) else getattr(size, "items", None)
-    if not isinstance(items, (tuple, list)) or not all(type(n) is int for n in items):
+    """Elements of a size given as a tuple or list of ints, or None where it is not one (the
+    reader's callers refuse those: see ``pickle_reader.dims``). bool is an int to torch (a
+    size ``(n, True)`` has n elements), so it counts as one."""
+    items = size if isinstance(size, (tuple, list)) else getattr(size, "items", None)
+    if not isinstance(items, (tuple, list)) or not all(type(n) in (int, bool) for n in items):
         return None
     total = 1
     for n in items:
         if n < 0:
             return None
-        total = min(_CAP, total * n)
+        total = min(_CAP, total * int(n))
     return total

@@ -65,6 +65,9 @@ class Call:
     built: bool = False
     state: Any = None  # what BUILD gave it (torch keeps it in the object)
     items: list[Any] | None = None  # what SETITEM(S) put in it (an OrderedDict keeps it)
+    #: set(x), frozenset(x), Counter(x), OrderedDict(x): the container x whose members it holds
+    #: (x itself never such a call: set(set(L)) holds L's), so that iterating it is priced
+    base: Any = None
 
 
 @dataclass(eq=False)
@@ -452,7 +455,7 @@ class _Machine:
         elif name in ("NEWOBJ", "NEWOBJ_EX"):
             if name == "NEWOBJ_EX":
                 stack.pop()
-            args = stack.pop()
+            args = self._unpacked(stack.pop(), stack[-1])
             cls = stack.pop()
             if isinstance(cls, Global) and cls.name in numpy_guard.NAMES:
                 self.problem(f"it creates {cls.name} with NEWOBJ; numpy never writes that")
@@ -541,9 +544,29 @@ class _Machine:
                 }
             )
 
+    def _unpacked(self, args: Any, func: Any) -> tuple[Any, ...]:
+        """What ``func(*args)`` passes: the unpickler unpacks any iterable (pickle writes a tuple;
+        a list or a dict's keys work as well). Anything else is an iterable the check cannot price
+        unpacking (a tensor view yields its rows), or none at all: refused (fail closed)."""
+        if isinstance(args, tuple):
+            return args
+        if isinstance(args, (List, Dict)):
+            members = self._members(args)
+            self.cost.charge(work=len(members), what="unpacking call arguments")
+            return tuple(members)
+        name = func.name if isinstance(func, Global) else "a callable"
+        raise CheckIncomplete(
+            f"it calls {name} with arguments given as a {type(args).__name__.lower()}, not a tuple or list, so the "
+            "check could not bound it"
+        )
+
     def _call(self, func: Any, args: Any) -> Any:
+        args = self._unpacked(args, func)
         tensor = self._charge_call(func, args)  # before any of the checks below loops over args
         made = self._checked_call(func, args)
+        if isinstance(made, Call) and isinstance(func, Global) and func.name in _HASHING_CALLS and args:
+            inner = args[0]
+            made.base = inner.base if isinstance(inner, Call) and inner.base is not None else inner
         if tensor is not None:
             self.tensors[id(made)] = (made, tensor)
         return made
@@ -569,6 +592,18 @@ class _Machine:
         self._tuple_arrays[(id(tup), deep)] = (tup, found)
         return found
 
+    @staticmethod
+    def _priced_numel(size: Any, short: str) -> int:
+        """The elements of a tensor ``short`` rebuilds with ``size``; a size the check cannot read
+        as ints (whatever torch may make of it) is refused, never priced as nothing (fail closed)."""
+        elements = numel(dims(size))
+        if elements is None:
+            raise CheckIncomplete(
+                f"it calls {short}() with a size that is not a tuple of non-negative ints (a "
+                f"{type(size).__name__.lower()}), so the check could not bound it"
+            )
+        return elements
+
     def _tensor(self, token: Any) -> TensorToken | None:
         hit = self.tensors.get(id(token))
         return hit[1] if hit is not None and hit[0] is token else None
@@ -582,8 +617,13 @@ class _Machine:
             return token
         if isinstance(token, Dict):
             return [k for k, _ in token.items]
+        if isinstance(token, Call) and token.base is not None:
+            inner = _Machine._members(token.base) or ()
+            return list(inner) + token.items[::2] if token.items else inner
         if isinstance(token, Call) and token.items is not None:
             return token.items[::2]
+        if _is_size(token):
+            return dims(token)  # torch.Size(t) iterates as t's ints
         return None
 
     def _length(self, token: Any) -> int:
@@ -599,12 +639,16 @@ class _Machine:
             return token.rows * ROW_WORK
         if isinstance(token, (str, bytes, numpy_guard.ByteCount)):
             return len(token)
+        if isinstance(token, Storage):
+            return _storage_elements(token) * STORAGE_ELEMENT_WORK
         return 0
 
     def _row_memory(self, token: Any) -> int:
         """Iterating a tensor or an array makes a Python object per row, all held at once
         (torch.Size and set() list them first)."""
         tensor = self._tensor(token)
+        if isinstance(token, Storage):
+            return _storage_elements(token) * STORAGE_ELEMENT_BYTES
         rows = tensor.rows if tensor is not None else token.rows if isinstance(token, Array) else 0
         return rows * ROW_BYTES
 
@@ -618,16 +662,18 @@ class _Machine:
         sizes = self._tree_sizes
         while stack:
             node, children_done = stack.pop()
-            members = self._members(node) if isinstance(node, (List, tuple)) else None
+            members = self._members(node) if isinstance(node, (List, tuple)) or _is_size(node) else None
             if members is None or id(node) in sizes:
                 continue
             if not children_done:
                 stack.append((node, True))
-                stack.extend((m, False) for m in members if isinstance(m, (List, tuple)) and id(m) not in sizes)
+                stack.extend(
+                    (m, False) for m in members if (isinstance(m, (List, tuple)) or _is_size(m)) and id(m) not in sizes
+                )
                 continue
             total = 1
             for m in members:
-                total += sizes[id(m)][1] if isinstance(m, (List, tuple)) and id(m) in sizes else 1
+                total += sizes[id(m)][1] if id(m) in sizes and sizes[id(m)][0] is m else 1
             sizes[id(node)] = (node, min(total, 1 << 62))
             self.cost.charge(work=len(members), what="walking nested lists")
         hit = sizes.get(id(token))
@@ -688,20 +734,25 @@ class _Machine:
             cost.charge(work=self._length(first) // 64)
             return None
         if _TENSOR_CLASS.fullmatch(name) or name in _STORAGE_CLASSES:
-            if args and all(type(a) is int for a in args):
-                n = 1
-                for a in args:
-                    n = min(1 << 62, n * max(a, 0))
-                cost.charge(memory=n * 8, what=f"{short}({', '.join(map(str, args[:4]))})")
-                return TensorToken(n, args[0] if len(args) > 1 else n, n)
-            n = sum(self._tree_size(a) for a in args if isinstance(a, (List, tuple)))
+            # torch.FloatTensor(n, m) and FloatTensor(torch.Size(...)) allocate n*m elements (a
+            # bool is an int there); FloatTensor(data) one per element of nested data.
+            shape = dims(args) if args and all(type(a) in (int, bool) for a in args) else None
+            if shape is None and len(args) == 1 and _is_size(first):
+                shape = dims(first)
+            if shape is not None:
+                elements = numel(shape)
+                if elements is None:
+                    raise CheckIncomplete(f"it calls {short}() with a negative size, so the check could not bound it")
+                cost.charge(work=len(shape), memory=elements * 8, what=f"{short}({', '.join(map(str, shape[:4]))})")
+                return TensorToken(elements, shape[0] if len(shape) > 1 else elements, elements)
+            n = sum(
+                self._tree_size(a) if isinstance(a, (List, tuple)) or _is_size(a) else self._length(a) for a in args
+            )
             cost.charge(work=n, memory=n * 8, what=f"{short}() of {n:,} nested elements")
-            return None
+            return TensorToken(n, self._length(first) if args else 0, n)
         if name in _REBUILD_VIEW:
             size = args[2] if len(args) > 2 else None
-            elements = numel(size)
-            if elements is None:
-                return None
+            elements = self._priced_numel(size, short)
             storage = first
             pid = storage.pid if isinstance(storage, Storage) else None
             stored = pid[4] if isinstance(pid, tuple) and len(pid) >= 5 and type(pid[4]) is int else 0
@@ -729,11 +780,9 @@ class _Machine:
             )
             return TensorToken(tensor.numel, tensor.rows, tensor.numel)
         if name == "torch._utils._rebuild_qtensor":
-            quantized = numel(args[2]) if len(args) > 2 else None
-            if quantized is not None:
-                cost.charge(memory=quantized * 4, what=f"a quantized tensor of {quantized:,} elements")
-                return TensorToken(quantized, _rows(args[2]), quantized)
-            return None
+            quantized = self._priced_numel(args[2] if len(args) > 2 else None, short)
+            cost.charge(memory=quantized * 4, what=f"a quantized tensor of {quantized:,} elements")
+            return TensorToken(quantized, _rows(args[2]), quantized)
         if name in ("torch._utils._rebuild_sparse_tensor", "torch._utils._rebuild_nested_tensor"):
             parts = [a for arg in args for a in (arg if isinstance(arg, tuple) else (arg,))]
             for part in parts:
@@ -744,8 +793,8 @@ class _Machine:
             return None
         if name in ("torch._utils._rebuild_meta_tensor_no_storage", "torch._utils._rebuild_wrapper_subclass"):
             size = args[1] if name.endswith("no_storage") and len(args) > 1 else args[2] if len(args) > 2 else None
-            meta = numel(size)
-            return None if meta is None else TensorToken(meta, _rows(size), meta)  # nothing allocated; rows iterate
+            meta = self._priced_numel(size, short)
+            return TensorToken(meta, _rows(size), meta)  # nothing allocated; rows iterate
         return None
 
     # What mmfix's stand-ins would say at load time, said without building anything.
@@ -946,14 +995,56 @@ def _standins_held(root: Any) -> list[str]:
     return found
 
 
+#: Iterating a TypedStorage (set(storage), bytearray(storage) ...) runs Python code per element:
+#: about 11 us each under torch 2.x, some 250 of the cost model's units; each yields a number.
+STORAGE_ELEMENT_WORK = 256
+STORAGE_ELEMENT_BYTES = 64
+
+
+def _storage_elements(token: Storage) -> int:
+    """Elements a storage reference holds, as its persistent id claims (what torch reads); a
+    claim the check cannot read is refused, not priced as nothing."""
+    pid = token.pid
+    claimed = pid[4] if isinstance(pid, tuple) and len(pid) >= 5 else None
+    if isinstance(claimed, int) and claimed >= 0:  # bool included: an int to torch
+        return int(claimed)
+    raise CheckIncomplete(
+        "it iterates a storage whose size it does not give as an int, so the check could not bound it"
+    )
+
+
 def _rows(size: Any) -> int:
-    items = size if isinstance(size, tuple) else getattr(size, "items", ())
-    return items[0] if items and type(items[0]) is int and items[0] > 0 else 0
+    items = dims(size) or ()
+    return items[0] if items and items[0] > 0 else 0
+
+
+def _is_size(token: Any) -> bool:
+    """A ``torch.Size(t)`` call (how torch.Size pickles itself)."""
+    return (
+        isinstance(token, Call)
+        and isinstance(token.func, Global)
+        and token.func.name == "torch.Size"
+        and isinstance(token.args, tuple)
+        and len(token.args) == 1
+        and token.items is None
+        and token.state is None
+    )
+
+
+def dims(size: Any) -> tuple[int, ...] | None:
+    """A size as torch reads it: a tuple or list of ints, or ``torch.Size`` of one; a bool is
+    an int to torch (``(n, True)`` is ``(n, 1)``). None where it is anything else: the caller
+    refuses that rather than price it as nothing."""
+    if _is_size(size):
+        size = size.args[0]
+    items = size.items if isinstance(size, List) else size if isinstance(size, tuple) else None
+    if items is None or not all(type(n) in (int, bool) for n in items):
+        return None
+    return tuple(int(n) for n in items)
 
 
 def _ints(value: Any) -> bool:
-    items = value.items if isinstance(value, List) else value if isinstance(value, tuple) else None
-    return items is not None and all(type(n) is int for n in items)
+    return dims(value) is not None  # torch's rebuild takes lists, torch.Size and bools too
 
 
 def _tensor_v2_args(args: Any) -> bool:

@@ -205,14 +205,23 @@ def _read_from_start(source: Any, n: int) -> bytes:
 
 
 def _legacy_pickles(data: bytes, reading: pickle_reader.Reading, file_bytes: int) -> None:
-    """torch's legacy format: magic number, protocol version and sys info, then the object, each
-    a pickle torch unpickles (so each is charged to the same cost)."""
+    """torch's legacy format: magic number, protocol version and sys info, then the object, then
+    the storage keys, each a pickle torch unpickles with the same (weights_only) unpickler, so
+    each is charged to the same cost; the storages' raw bytes follow the fifth. (A legacy *tar*
+    file torch refuses under weights_only before unpickling anything.)"""
     head = io.BytesIO(data)
     _bound(reading, len(data), file_bytes)
+
+    def side_pickle() -> None:
+        pickle_reader.read(
+            head, pickle_reader.Reading(cost=reading.cost, max_ops=reading.max_ops, max_seconds=reading.max_seconds)
+        )
+
     for _ in range(3):
-        pickle_reader.read(head, pickle_reader.Reading(cost=reading.cost, max_ops=reading.max_ops))
+        side_pickle()
     reading.pid_items = 6
     pickle_reader.read(head, reading)
+    side_pickle()  # deserialized_storage_keys: torch unpickles it after the object
 
 
 def _bound(reading: pickle_reader.Reading, pickle_bytes: int, file_bytes: int) -> None:

@@ -461,3 +461,73 @@ def test_containers_torch_reads_otherwise_are_refused_unread(tmp_path: Path) -> 
 
 def _names(phrase: str | tuple[str, ...], message: str) -> bool:
     return any(p in message for p in ((phrase,) if isinstance(phrase, str) else phrase))
+
+
+# --- values the cost model priced as nothing (issue 28, round 3) --------------------------------------
+
+UNPRICED = r"""
+import contextlib, io, json, os, resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+resource.setrlimit(resource.RLIMIT_CPU, (120, 120))
+import torch, mmfix  # noqa: F401
+from mmengine.runner import CheckpointLoader, load_checkpoint
+from mmfix import _cli
+from mmfix._checkpoint import replay
+
+tmp, files = sys.argv[1], sys.argv[2:]
+
+
+def convert(path):
+    out = os.path.join(tmp, "converted.pth")
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        rc = _cli.main(["convert-checkpoint", path, out])
+    if rc != 0:
+        assert not os.path.exists(out), "convert-checkpoint wrote a file it refused"
+        raise RuntimeError(err.getvalue())
+
+
+LOADERS = {
+    "torch.load": lambda p: torch.load(p),
+    "torch.load(weights_only=True)": lambda p: torch.load(p, weights_only=True),
+    "load_checkpoint": lambda p: load_checkpoint(torch.nn.Linear(1, 1), p),
+    "CheckpointLoader": lambda p: CheckpointLoader.load_checkpoint(p),
+    "mmfix convert-checkpoint": convert,
+}
+rows = {}
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+for path in files:
+    for loader, load in LOADERS.items():
+        replay._last = None  # each load checks its file afresh
+        try:
+            load(path)
+            rows[f"{loader} {os.path.basename(path)}"] = ["loaded", ""]
+        except BaseException as exc:
+            rows[f"{loader} {os.path.basename(path)}"] = [type(exc).__name__, str(exc)[:600]]
+usage = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"rows": rows, "mib": max(0, usage.ru_maxrss - base) >> 10, "cpu": usage.ru_utime + usage.ru_stime}))
+"""
+
+
+def test_sizes_arguments_and_pickles_the_check_once_priced_as_nothing_are_refused(tmp_path: Path) -> None:
+    """A view sized (n, True) or torch.Size((n,)), FloatTensor(torch.Size(...)) or (n, True),
+    set(*[view]) (REDUCE arguments as a list), set() of one memoised set() reused, and the legacy
+    format's fifth pickle (its storage keys, which torch unpickles weights_only after the object):
+    each was priced as nothing and loaded with gigabytes or minutes. Each is refused by every loader
+    before any of it is made, in one process under 4 GiB and a CPU limit."""
+    corpus = cost_payloads.build_unpriced(tmp_path)
+    proc = run(
+        [sys.executable, "-c", UNPRICED, str(tmp_path), *(str(p) for _, p in corpus.values())],
+        env=clean_env(),
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(report["rows"]) == 5 * len(corpus)
+    for what, (error, message) in report["rows"].items():
+        if what.startswith("mmfix convert-checkpoint"):
+            assert error == "RuntimeError" and "refused to load" in message, (what, error, message)
+        else:
+            assert error == "CheckpointRefusedError" and "malicious" in message, (what, error, message)
+    assert report["mib"] < MEMORY_MIB, report["mib"]
+    assert report["cpu"] < SECONDS * len(corpus), report["cpu"]

@@ -224,3 +224,72 @@ def test_the_walk_through_build_states_is_charged_and_memoised(tmp_path: Path) -
     pickle_reader.read(io.BytesIO(_pickle(plain)))
     baseline = time.process_time() - start
     assert took < 5 * baseline + 0.2, (took, baseline)
+
+
+# --- sizes and arguments the model once priced as nothing (issue 28, round 3) ---------------------
+
+
+@pytest.mark.parametrize("name", sorted(cost_payloads.unpriced_bodies()))
+def test_unpriced_sizes_and_arguments_are_refused_before_loading(tmp_path: Path, name: str) -> None:
+    what, body = cost_payloads.unpriced_bodies()[name]
+    problem = replay.load_cost_problem(cost_payloads.write(tmp_path / f"{name}.pth", body))
+    assert problem is not None and not problem[1], what
+    assert "elementary steps" in problem[0] or "MiB" in problem[0], problem
+
+
+@pytest.mark.parametrize("name", sorted(cost_payloads.legacy_fifth_pickles()))
+def test_the_legacy_formats_fifth_pickle_is_charged(tmp_path: Path, name: str) -> None:
+    what, fifth = cost_payloads.legacy_fifth_pickles()[name]
+    problem = replay.load_cost_problem(cost_payloads.write_legacy(tmp_path / f"{name}.pt", fifth))
+    assert problem is not None and not problem[1], what
+    # the same storage keys torch.save writes pass
+    harmless = cost_payloads.write_legacy(tmp_path / "harmless.pt", pickle.dumps(["0"], protocol=2))
+    assert replay.load_cost_problem(harmless) is None
+
+
+def _set_of_view_cost(size: bytes, stride: bytes) -> int:
+    reading = pickle_reader.read(io.BytesIO(_pickle(P.call(P.g("builtins", "set"), P.shaped_view(size, stride)))))
+    assert reading.cost is not None
+    return reading.cost.work
+
+
+def test_bool_and_torch_size_dims_are_priced_as_torch_reads_them(tmp_path: Path) -> None:
+    """torch takes True as 1 in a size, and torch.Size((n,)) as (n,): each is priced as that
+    tuple, not as nothing (stock torch loads each, checked here)."""
+    n = 10_000
+    plain = _set_of_view_cost(P.tup(P.long_(n)), P.tup(P.i4(0)))
+    assert plain > n  # set() iterates n rows
+    assert _set_of_view_cost(P.tup(P.long_(n), P.TRUE), P.tup(P.i4(0), P.i4(0))) == plain
+    assert _set_of_view_cost(P.torch_size(P.long_(n)), P.tup(P.i4(0))) == plain + 1  # + torch.Size() of one
+    assert pickle_cost.numel((5, True)) == 5 and pickle_cost.numel((5, "x")) is None
+    forms = {(3, 1): (P.tup(P.i4(3), P.TRUE), P.tup(P.i4(0), P.i4(0))), (3,): (P.torch_size(P.i4(3)), P.tup(P.i4(0)))}
+    for shape, (size, stride) in forms.items():
+        path = cost_payloads.write(tmp_path / "v.pth", P.shaped_view(size, stride))
+        assert torch.load(path, weights_only=True)["payload"].shape == shape
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        P.shaped_view(P.NONE, P.tup(P.i4(0))),  # a size it cannot read
+        P.shaped_view(P.tup(P.s("n")), P.tup(P.i4(0))),
+        P.shaped_view(P.call(P.g("builtins", "set"), P.EMPTY_LIST), P.tup(P.i4(0))),
+        P.shaped_view(P.tup(P.long_(-1)), P.tup(P.i4(0))),
+        P.call(
+            P.g("torch._utils", "_rebuild_meta_tensor_no_storage"), P.g("torch", "float32"), P.NONE, P.NONE, P.FALSE
+        ),
+        P.g("builtins", "set") + P.NONE + b"R",  # call arguments that are not a tuple or list
+        P.g("builtins", "set") + P.view(8) + b"R",  # func(*tensor) iterates its rows
+    ],
+)
+def test_what_the_model_cannot_price_is_refused(body: bytes) -> None:
+    with pytest.raises(pickle_cost.CheckIncomplete, match="could not bound it"):
+        pickle_reader.read(io.BytesIO(_pickle(body)))
+
+
+def test_iterating_a_storage_is_priced_per_element() -> None:
+    """set(storage) runs Python code per element (stock torch: 11 s for a 1 MiB storage)."""
+    small = pickle_reader.read(io.BytesIO(_pickle(P.call(P.g("builtins", "set"), P.storage("0", 1_000)))))
+    assert small.cost is not None and small.cost.work >= 1_000 * pickle_reader.STORAGE_ELEMENT_WORK
+    with pytest.raises(pickle_cost.PickleTooCostly, match="elementary steps"):
+        pickle_reader.read(io.BytesIO(_pickle(P.call(P.g("builtins", "set"), P.storage("0", 1 << 20)))))
