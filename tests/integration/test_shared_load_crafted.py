@@ -646,12 +646,15 @@ def test_inspect_says_what_the_mapping_loaders_do(tmp_path: Path) -> None:
 def test_costly_files_are_refused_on_the_shared_path_too(tmp_path: Path) -> None:
     """The cost check comes before the shared copy is made or used: two ranks of one job each
     refuse every crafted file of ``cost_payloads`` within seconds, sharing nothing for those the
-    check refuses (the numpy one passes it and is refused by numpy's stand-in while loading)."""
+    check refuses (the numpy one passes it and is refused by numpy's stand-in while loading, the
+    nested BUILD states by torch's allowlist)."""
     import cost_payloads
 
     built = cost_payloads.build(tmp_path)
-    # The one the check lets through last: the segment its load makes stays in the rank's maps.
-    files = dict(sorted(built.items(), key=lambda item: item[0] == "empty_array_2_40_rows_in_size"))
+    # The ones the check lets through (torch's loader or numpy's stand-in refuses them) last: the
+    # segment their load makes stays in the rank's maps.
+    passes_the_check = {"empty_array_2_40_rows_in_size", "nested_build_states"}
+    files = dict(sorted(built.items(), key=lambda item: item[0] in passes_the_check))
     spec = [(path, "full") for _, path in files.values()]
     for report, log in two_ranks(spec, f"costly-{tmp_path.name}"):
         assert report["acted"] == [], report["acted"]
