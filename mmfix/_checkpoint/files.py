@@ -198,7 +198,7 @@ def fold(name: str) -> str:
     return name.translate(_ASCII_LOWER)
 
 
-def records_problem(infos: list[zipfile.ZipInfo], source: Any) -> str | None:
+def records_problem(infos: list[zipfile.ZipInfo], source: Any, starts: list[int | None] | None = None) -> str | None:
     """Why the records of a zip archive are not laid out as torch.save writes them, such that
     torch's reader could load other bytes, or far more, than the check read; or None.
 
@@ -222,25 +222,41 @@ def records_problem(infos: list[zipfile.ZipInfo], source: Any) -> str | None:
                 "rebuild the archive uncompressed (`zip -0`)"
             )
     size = size_of(source)
-    spans = []
-    raw_file = open(source, "rb") if isinstance(source, (str, os.PathLike)) else source
-    position = raw_file.tell()
+    if starts is None:
+        starts = data_starts(infos, source)
+    # A record without its local header, or running past the file, is damage torch's reader
+    # stops at: left to the loader's diagnosis.
+    spans = [
+        (info.header_offset, start + info.compress_size, info.filename)
+        for info, start in zip(infos, starts)
+        if start is not None and start + info.compress_size <= size
+    ]
+    return overlap_problem(spans)
+
+
+def data_starts(infos: list[zipfile.ZipInfo], source: Any) -> list[int | None]:
+    """Where each record's bytes start in the file: after its *local* header, whose extra field
+    (torch pads it for alignment) differs from the directory's; None where no local header stands
+    at the offset the directory gives. One 30-byte read per record; a file object is left where
+    it was."""
+    raw = open(source, "rb") if isinstance(source, (str, os.PathLike)) else source
+    position = raw.tell()
+    starts: list[int | None] = []
     try:
         for info in infos:
-            raw_file.seek(info.header_offset)
-            header = raw_file.read(30)
+            raw.seek(info.header_offset)
+            header = raw.read(30)
             if len(header) < 30 or header[:4] != b"PK\x03\x04":
+                starts.append(None)
                 continue
             name_len, extra_len = struct.unpack("<HH", header[26:30])
-            end = info.header_offset + 30 + name_len + extra_len + info.compress_size
-            if end <= size:
-                spans.append((info.header_offset, end, info.filename))
+            starts.append(info.header_offset + 30 + name_len + extra_len)
     finally:
-        if raw_file is source:
-            raw_file.seek(position)
+        if raw is source:
+            raw.seek(position)
         else:
-            raw_file.close()
-    return overlap_problem(spans)
+            raw.close()
+    return starts
 
 
 def names_problem(infos: list[zipfile.ZipInfo]) -> str | None:
@@ -318,30 +334,20 @@ def _directory_problem(archive: zipfile.ZipFile, source: Any) -> str | None:
     if problem:
         return problem
     size = size_of(source)
-    raw = open(source, "rb") if isinstance(source, (str, os.PathLike)) else source
-    try:
-        spans = []
-        for info in infos:
-            raw.seek(info.header_offset)
-            header = raw.read(30)
-            if len(header) < 30 or header[:4] != b"PK\x03\x04":
-                return (
-                    f"the record {info.filename!r} has no local header where the directory says (the file is damaged)"
-                )
-            if info.compress_type == zipfile.ZIP_STORED and info.compress_size != info.file_size:
-                # torch's zip reader (miniz) refuses such a record; zipfile reads it.
-                return (
-                    f"the stored record {info.filename!r} claims {info.file_size:,} bytes in "
-                    f"{info.compress_size:,} (the file is damaged)"
-                )
-            name_len, extra_len = struct.unpack("<HH", header[26:30])
-            end = info.header_offset + 30 + name_len + extra_len + info.compress_size
-            if end > size:
-                return f"the record {info.filename!r} runs past the end of the file (the file is truncated)"
-            spans.append((info.header_offset, end, info.filename))
-    finally:
-        if raw is not source:
-            raw.close()
+    spans = []
+    for info, start in zip(infos, data_starts(infos, source)):
+        if start is None:
+            return f"the record {info.filename!r} has no local header where the directory says (the file is damaged)"
+        if info.compress_type == zipfile.ZIP_STORED and info.compress_size != info.file_size:
+            # torch's zip reader (miniz) refuses such a record; zipfile reads it.
+            return (
+                f"the stored record {info.filename!r} claims {info.file_size:,} bytes in "
+                f"{info.compress_size:,} (the file is damaged)"
+            )
+        end = start + info.compress_size
+        if end > size:
+            return f"the record {info.filename!r} runs past the end of the file (the file is truncated)"
+        spans.append((info.header_offset, end, info.filename))
     return overlap_problem(spans)
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import io
 import os
-import struct
 import zipfile
 from typing import Any
 
@@ -37,15 +36,6 @@ ITEMSIZE = {
     "UntypedStorage": 1,
 }
 _ALIGNMENT = 64  # torch >= 2.1 aligns every storage record; mmap needs it
-
-
-def _data_offset(raw: Any, header_offset: int) -> int:
-    """Where a zip member's bytes start: after its *local* header, whose extra
-    field (torch pads it for alignment) differs from the central directory's."""
-    raw.seek(header_offset)
-    header = raw.read(30)
-    name_len, extra_len = struct.unpack("<HH", header[26:30])
-    return header_offset + 30 + name_len + extra_len
 
 
 # torch's default weights_only allowlist for what checkpoints commonly hold: known
@@ -143,7 +133,8 @@ def replay_file(source: Any, reading: pickle_reader.Reading, record_sizes: dict[
                     f"its zip directory lists {len(infos):,} records, more than the check reads, so the check could "
                     "not bound it"
                 )
-            crafted = files.records_problem(infos, source)
+            starts = files.data_starts(infos, source)  # each local header read once, for both uses below
+            crafted = files.records_problem(infos, source, starts)
             if crafted:
                 raise ContainerCrafted(crafted)
             pkl = _data_pkl(infos)
@@ -151,20 +142,14 @@ def replay_file(source: Any, reading: pickle_reader.Reading, record_sizes: dict[
                 raise PickleDamaged("the archive holds no data.pkl record")  # torch stops there, unpickling nothing
             prefix = files.fold(pkl.filename[: -len("data.pkl")])
             aligned = isinstance(source, (str, os.PathLike))
-            raw = open(source, "rb") if aligned else None
-            try:
-                for info in infos:
-                    # torch looks a storage up as <archive>/data/<key>, ignoring ASCII case; the
-                    # record names are distinct ignoring case (records_problem)
-                    if files.fold(info.filename).startswith(prefix + "data/"):
-                        record_sizes[info.filename[len(prefix + "data/") :]] = info.file_size
-                        if raw is not None:
-                            aligned &= info.compress_type == zipfile.ZIP_STORED and (
-                                _data_offset(raw, info.header_offset) % _ALIGNMENT == 0
-                            )
-            finally:
-                if raw is not None:
-                    raw.close()
+            for info, start in zip(infos, starts):
+                # torch looks a storage up as <archive>/data/<key>, ignoring ASCII case; the
+                # record names are distinct ignoring case (records_problem)
+                if files.fold(info.filename).startswith(prefix + "data/"):
+                    record_sizes[info.filename[len(prefix + "data/") :]] = info.file_size
+                    aligned &= (
+                        info.compress_type == zipfile.ZIP_STORED and start is not None and start % _ALIGNMENT == 0
+                    )
             facts["mmap_possible"] = bool(aligned)
             limit = pickle_reader.MAX_BYTES if reading.cost is None else max(pickle_reader.MAX_BYTES, pkl.file_size)
             if pkl.file_size > limit:
@@ -302,9 +287,7 @@ def load_cost_problem(source: Any) -> tuple[str, bool] | None:
         return None
     except OSError:
         raise
-    except BaseException as exc:
-        if not isinstance(exc, Exception):
-            raise  # KeyboardInterrupt, SystemExit
+    except Exception as exc:  # anything else the reader could not follow: refused below
         failure = f"{type(exc).__name__}: {str(exc)[:200]}"
     try:
         if files.container_problem(source) is not None:
