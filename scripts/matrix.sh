@@ -7,8 +7,7 @@
 #   scripts/matrix.sh CELL...     the named cells
 #   scripts/matrix.sh list        the table
 #   scripts/matrix.sh plan CELL   what that cell would install, one requirement a line
-#   --jobs N (first)              run up to N cells at once (.ci/run: 2; each cell is mostly one
-#                                 process at a time, so two share 2 cores well)
+#   --jobs N (first)              run up to N cells at once
 #
 # Each cell: a fresh venv under $MMFIX_MATRIX_DIR/<cell> (default /tmp/mmfix-matrix) with the
 # cell's pinned requirements, `-e .`, and the lines of REQUIREMENT_FILES for every package the cell
@@ -18,7 +17,8 @@
 # the checkpoint-security tests (SECURITY_TESTS) and today's-stack tests (STACK_TESTS), both
 # marked slow. Prints PASS/FAIL per cell with the time taken (install + tests) and exits non-zero
 # if any cell fails. The pip output and each pytest run's full output are in
-# $MMFIX_MATRIX_DIR/<cell>.log.
+# $MMFIX_MATRIX_DIR/<cell>.log. Each pytest run uses $MMFIX_MATRIX_WORKERS pytest-xdist workers
+# (default 2, one file per worker at a time as in the README's test command; 0: one process).
 #
 # Only the libraries mmfix patches vary here: the whole-stack tests (compiled mmcv, real
 # MMDetection 2.28.2, the OpenMMLab toolboxes, SLURM) are .ci/run's main run, so their REQUIRE_*
@@ -27,6 +27,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$(pwd)
 ROOT=${MMFIX_MATRIX_DIR:-/tmp/mmfix-matrix}
+WORKERS=${MMFIX_MATRIX_WORKERS:-2}
 
 # One row per cell: name | python | ci | pip requirements (space-separated, no spaces inside one;
 # `nodeps:REQ` is installed with --no-deps into a folder of its own that only the STACK_TESTS run
@@ -157,7 +158,8 @@ cell_pytest() {
     env -u REQUIRE_MMDET -u REQUIRE_COMPILED_MMCV -u REQUIRE_TOOLBOXES -u REQUIRE_SLURM \
         -u REQUIRE_NO_PKG_RESOURCES -u REQUIRE_MMCV22 -u REQUIRE_MMDET2 -u PYTHONPATH \
         VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" "${switches[@]}" \
-        "$venv/bin/python" -m pytest -q -p no:cacheprovider --durations=10 "$@" >"$out" 2>&1 || prc=$?
+        "$venv/bin/python" -m pytest -q -p no:cacheprovider --durations=10 -n "$WORKERS" --dist loadfile "$@" \
+        >"$out" 2>&1 || prc=$?
     cat "$out" >>"$ROOT/$name.log"
     summary=$(grep -E '^=+ .* in [0-9.]+s' "$out" | tail -n 1 || true)
     [[ -n $summary ]] || summary=$(tail -n 1 "$out")
@@ -167,6 +169,42 @@ cell_pytest() {
     fi
     rm -f "$out"
     return $prc
+}
+
+# install_cell: the cell's venv (run_cell's locals in scope); prints what was installed.
+install_cell() {
+    : >"$log"
+    echo "== $name: Python $py; ${reqs[*]}; + -e . ${tools[*]}"
+    if ! python=$(find_python "$py"); then
+        echo "   no Python $py on this machine (PATH or pyenv)"
+        return 1
+    fi
+    rm -rf "$venv"
+    "$python" -m venv "$venv" >>"$log" 2>&1 || { echo "   venv failed (see $log)"; return 1; }
+    # `nodeps:` packages: into a folder only the stack tests see (on PYTHONPATH); in a cell that
+    # runs only its own tests, into the venv itself (those tests start tools whose PYTHONPATH
+    # they set themselves). --no-compile: Python compiles what the tests import; pip would
+    # compile every module of torch (~10 s of CPU a venv).
+    local -a target=(--target "$extra")
+    [[ -z $own ]] || target=()
+    rm -rf "$extra"
+    if ! { "$venv/bin/python" -m pip install --progress-bar off --no-compile "${plain[@]}" "${tools[@]}" -e "$REPO" &&
+        { ((${#nodeps[@]} == 0)) ||
+            "$venv/bin/python" -m pip install --progress-bar off --no-compile --no-deps "${target[@]}" "${nodeps[@]}"; }; } \
+        >>"$log" 2>&1; then
+        echo "   install failed after $((SECONDS - t0)) s; the end of $log:"
+        tail -n 25 "$log" | sed 's/^/   | /'
+        return 1
+    fi
+    t_install=$((SECONDS - t0))
+    {
+        echo "---- installed:"
+        "$venv/bin/python" -m pip list --format=freeze
+    } >>"$log" 2>&1
+    echo "   installed in ${t_install} s: $("$venv/bin/python" -c '
+import sys, importlib.metadata as m
+names = ("torch", "wrapt", "mmengine", "numpy", "mmcv-lite", "mmdet")
+print("Python %d.%d.%d" % sys.version_info[:3], *("%s %s" % (n, m.version(n)) for n in names))' 2>&1)"
 }
 
 # run_cell NAME: 0 if the cell installs and its tests pass. Prints progress; everything else goes to the log.
@@ -187,41 +225,11 @@ run_cell() {
     venv=$ROOT/$name
     log=$ROOT/$name.log
     mkdir -p "$ROOT"
-    : >"$log"
-    echo "== $name: Python $py; ${reqs[*]}; + -e . ${tools[*]}"
-    t0=$SECONDS
-    if ! python=$(find_python "$py"); then
-        echo "   no Python $py on this machine (PATH or pyenv)"
-        return 1
-    fi
-    rm -rf "$venv"
-    "$python" -m venv "$venv" >>"$log" 2>&1 || { echo "   venv failed (see $log)"; return 1; }
-    # `nodeps:` packages: into a folder only the stack tests see (on PYTHONPATH); in a cell that
-    # runs only its own tests, into the venv itself (those tests start tools whose PYTHONPATH
-    # they set themselves).
     local extra=$ROOT/$name.nodeps own
     own=$(field "$row" 5)
-    local -a target=(--target "$extra")
-    [[ -z $own ]] || target=()
-    rm -rf "$extra"
     if ((${#nodeps[@]} > 0)); then stack+=("PYTHONPATH=$extra"); fi
-    if ! { "$venv/bin/python" -m pip install --progress-bar off "${plain[@]}" "${tools[@]}" -e "$REPO" &&
-        { ((${#nodeps[@]} == 0)) ||
-            "$venv/bin/python" -m pip install --progress-bar off --no-deps "${target[@]}" "${nodeps[@]}"; }; } \
-        >>"$log" 2>&1; then
-        echo "   install failed after $((SECONDS - t0)) s; the end of $log:"
-        tail -n 25 "$log" | sed 's/^/   | /'
-        return 1
-    fi
-    t_install=$((SECONDS - t0))
-    {
-        echo "---- installed:"
-        "$venv/bin/python" -m pip list --format=freeze
-    } >>"$log" 2>&1
-    echo "   installed in ${t_install} s: $("$venv/bin/python" -c '
-import sys, importlib.metadata as m
-names = ("torch", "wrapt", "mmengine", "numpy", "mmcv-lite", "mmdet")
-print("Python %d.%d.%d" % sys.version_info[:3], *("%s %s" % (n, m.version(n)) for n in names))' 2>&1)"
+    t0=$SECONDS
+    install_cell || return 1
 
     # The tests, in the cell's environment (its bin/ first on PATH: the tests run mmfix-run and
     # torchrun), from the repository root, with the whole-stack REQUIRE_* switches off.

@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -120,9 +122,32 @@ def processes_mentioning(marker: str) -> list[int]:
     return found
 
 
+def run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder every process of this pytest run shares: pytest's base temporary folder, or under
+    pytest-xdist (the README's test command) the folder above the workers' own ones."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@contextlib.contextmanager
+def run_lock(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[Path]:
+    """Holds this run's lock called ``name`` (an exclusive flock shared by the xdist workers) and
+    yields the run-wide folder ``name``: what one worker builds there, the others find built
+    (the lock is released at any exit, a crashed worker's with its process)."""
+    import fcntl
+
+    folder = run_folder(tmp_path_factory) / name
+    with open(run_folder(tmp_path_factory) / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        folder.mkdir(exist_ok=True)
+        yield folder
+
+
 @pytest.fixture(scope="session")
 def mmdet2_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The python of a real MMDetection 2.28.2 environment (tests/mmdet2_support.py)."""
+    """The python of a real MMDetection 2.28.2 environment (tests/mmdet2_support.py), built once
+    per run whichever worker asks first."""
     from mmdet2_support import find_or_build
 
-    return find_or_build(tmp_path_factory.mktemp("mmdet2-env"))
+    with run_lock(tmp_path_factory, "mmdet2-env") as folder:
+        return find_or_build(folder)

@@ -47,13 +47,13 @@ def _works(python: Path) -> bool:
 
 def find_or_build(build_root: Path) -> Path:
     """The 2.x environment's python: an existing one, or one built from the wheels (README recipe)."""
-    for candidate in (os.environ.get("MMFIX_MMDET2_ENV"), "/tmp/mmdet2"):
+    venv = build_root / "mmdet2"
+    for candidate in (os.environ.get("MMFIX_MMDET2_ENV"), "/tmp/mmdet2", str(venv)):
         if candidate and _works(Path(candidate) / "bin" / "python"):
             return Path(candidate) / "bin" / "python"
     missing = [name for name in (*_WHEEL_FILES, _PATCH) if not (WHEELS / name).is_file()]
     if missing:
         _unavailable(f"{', '.join(missing)} not in {WHEELS} (set MMFIX_MMCV_WHEELS to the wheels' folder)")
-    venv = build_root / "mmdet2"
     python = venv / "bin" / "python"
     steps = [
         [sys.executable, "-m", "venv", str(venv)],
@@ -63,6 +63,7 @@ def find_or_build(build_root: Path) -> Path:
             "pip",
             "install",
             "-q",
+            "--no-compile",  # Python compiles what the tests import (pip would compile all of torch)
             "torch==2.13.0",
             "numpy==1.26.0",
             "torchvision==0.28.0",
@@ -163,3 +164,12 @@ def assert_same_detections(
         best = int(torch.argmin(differ))
         assert differ[best] < 1e-3, f"the mask of detection {i} differs at {float(differ[best]):.2%} of its pixels"
         free[int(candidates[best])] = False
+
+
+if __name__ == "__main__":
+    # `python tests/mmdet2_support.py FOLDER`: build (or find) the environment ahead of the tests
+    # (.ci/run does, beside its other set-up) and print the venv folder for MMFIX_MMDET2_ENV.
+    try:
+        print(find_or_build(Path(sys.argv[1]).resolve()).parents[1])
+    except (pytest.skip.Exception, pytest.fail.Exception) as exc:
+        sys.exit(f"mmdet2_support: {exc}")

@@ -118,13 +118,6 @@ def built_3x(official_3x_dir: Path) -> dict[str, Any]:
     return _signatures(sys.executable, "3x", paths, env)
 
 
-@pytest.fixture(scope="module")
-def mmdet2_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from mmdet2_support import find_or_build
-
-    return find_or_build(tmp_path_factory.mktemp("mmdet2-env"))
-
-
 def test_every_official_config_of_the_families_is_covered():
     assert sorted(OFFICIAL_3X) == FAMILY_CONFIGS  # 2 MaskFormer + 11 Mask2Former files, as 2.28.2 ships
     assert len(FAMILY_CONFIGS) == 13
