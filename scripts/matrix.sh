@@ -19,6 +19,8 @@
 # if any cell fails. The pip output and each pytest run's full output are in
 # $MMFIX_MATRIX_DIR/<cell>.log. Each pytest run uses $MMFIX_MATRIX_WORKERS pytest-xdist workers
 # (default 2, one file per worker at a time as in the README's test command; 0: one process).
+# MMFIX_MATRIX_STEPS=install builds the cells' venvs only, =tests runs the tests in the venvs such
+# a run built (.ci/run builds them beside its own set-up and main suite, and tests them after).
 #
 # Only the libraries mmfix patches vary here: the whole-stack tests (compiled mmcv, real
 # MMDetection 2.28.2, the OpenMMLab toolboxes, SLURM) are .ci/run's main run, so their REQUIRE_*
@@ -28,6 +30,8 @@ cd "$(dirname "$0")/.."
 REPO=$(pwd)
 ROOT=${MMFIX_MATRIX_DIR:-/tmp/mmfix-matrix}
 WORKERS=${MMFIX_MATRIX_WORKERS:-2}
+STEPS=${MMFIX_MATRIX_STEPS:-both}
+[[ $STEPS =~ ^(install|tests|both)$ ]] || { echo "matrix: MMFIX_MATRIX_STEPS is install, tests or both" >&2; exit 2; }
 
 # One row per cell: name | python | ci | pip requirements (space-separated, no spaces inside one;
 # `nodeps:REQ` is installed with --no-deps into a folder of its own that only the STACK_TESTS run
@@ -173,6 +177,7 @@ cell_pytest() {
 
 # install_cell: the cell's venv (run_cell's locals in scope); prints what was installed.
 install_cell() {
+    rm -f "$ROOT/$name.installed" "$ROOT/$name.installed-seconds"
     : >"$log"
     echo "== $name: Python $py; ${reqs[*]}; + -e . ${tools[*]}"
     if ! python=$(find_python "$py"); then
@@ -229,7 +234,22 @@ run_cell() {
     own=$(field "$row" 5)
     if ((${#nodeps[@]} > 0)); then stack+=("PYTHONPATH=$extra"); fi
     t0=$SECONDS
-    install_cell || return 1
+    if [[ $STEPS == tests ]]; then
+        # The venv a MMFIX_MATRIX_STEPS=install run built (what it printed, and its seconds).
+        if [[ ! -s $ROOT/$name.installed ]]; then
+            echo "== $name: not installed (MMFIX_MATRIX_STEPS=install first; see $log)"
+            return 1
+        fi
+        cat "$ROOT/$name.installed"
+        t_install=$(tail -n 1 "$ROOT/$name.installed-seconds")
+        t0=$((SECONDS - t_install))
+    else
+        install_cell >"$ROOT/$name.installed.tmp" || { cat "$ROOT/$name.installed.tmp"; return 1; }
+        cat "$ROOT/$name.installed.tmp"
+        mv "$ROOT/$name.installed.tmp" "$ROOT/$name.installed"
+        echo "$t_install" >"$ROOT/$name.installed-seconds"
+        if [[ $STEPS == install ]]; then return 0; fi
+    fi
 
     # The tests, in the cell's environment (its bin/ first on PATH: the tests run mmfix-run and
     # torchrun), from the repository root, with the whole-stack REQUIRE_* switches off.
