@@ -15,7 +15,10 @@ import torch
 
 from conftest import REPO, TRAIN, clean_env, run, run_python
 
-pytestmark = pytest.mark.slow  # torchrun runs
+# torchrun runs; `alone`: the ranks of a node share one copy when they load at about the same
+# time, which two cores shared with other test processes do not give (the README's test command
+# runs these after the parallel part, by themselves).
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 DDP_CONFIG = REPO / "tests" / "configs" / "toy_ddp.py"
 MMFIX_RUN = str(Path(sys.executable).parent / "mmfix-run")
