@@ -58,11 +58,12 @@ def mmdet2_configs(source: str) -> str:
     raise SystemExit(f"no MMDetection configs (a _base_ folder) under {source}")
 
 
-def index(configs: str, root: str) -> dict[str, str]:
+def index(configs: str, root: str, pattern: str = "metafile.yml") -> dict[str, str]:
+    """Checkpoint URL -> config path, from a zoo's metafiles (their ``Config`` paths are relative to ``root``)."""
     import yaml
 
     by_url: dict[str, str] = {}
-    for meta in glob.glob(os.path.join(configs, "*", "metafile.yml")):
+    for meta in glob.glob(os.path.join(configs, "*", pattern)):
         with open(meta) as fh:
             data = yaml.safe_load(fh) or {}
         models = data.get("Models", []) if isinstance(data, dict) else []
@@ -117,17 +118,21 @@ _REGISTRIES = {  # where a section's `type` names are looked up for their constr
 _defaults_cache: dict[tuple[str, tuple[str, ...]], dict[str, Any]] = {}
 
 
+#: The registries the types are looked up in (benchmarks/family_zoo.py sets another toolbox's).
+REGISTRY_MODULE = "mmdet.registry"
+
+
 def _constructor_defaults(kind: str, registries: tuple[str, ...]) -> dict[str, Any]:
-    """Keyword defaults of the class MMDetection 3.x builds for `kind` (empty if unknown)."""
+    """Keyword defaults of the class the current toolbox builds for `kind` (empty if unknown)."""
     key = (kind, registries)
     if key not in _defaults_cache:
+        import importlib
         import inspect
 
-        import mmdet.registry
-
+        registry = importlib.import_module(REGISTRY_MODULE)
         found: dict[str, Any] = {}
         for name in registries:
-            cls = getattr(mmdet.registry, name).get(kind)
+            cls = getattr(registry, name).get(kind)
             if cls is None:
                 continue
             # Mixins such as LRSchedulerMixin take (*args, **kwargs): read every __init__ up the MRO.

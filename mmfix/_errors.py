@@ -96,15 +96,23 @@ class ConfigConversionError(MmfixUsageError):
     """
 
     def __init__(
-        self, key: str, value: object, offers: str, source: str | None = None, *, message: str | None = None
+        self,
+        key: str,
+        value: object,
+        offers: str,
+        source: str | None = None,
+        *,
+        message: str | None = None,
+        releases: tuple[str, str] = ("MMDetection 2.x", "MMDetection 3.x"),
     ) -> None:
         # ``message``: the whole paragraph, for a config mmfix stops as a whole (another toolbox's
         # old-format config, whose conversion is not available yet): then ``key`` names its old keys.
+        # ``releases``: the toolbox's legacy and current release lines the paragraph names.
         where = f" in {source}" if source else ""
         if message is None:
             message = (
-                f"mmfix: cannot convert the MMDetection 2.x config{where}: `{key}` = {value!r} has no "
-                f"MMDetection 3.x equivalent. {offers}"
+                f"mmfix: cannot convert the {releases[0]} config{where}: `{key}` = {value!r} has no "
+                f"{releases[1]} equivalent. {offers}"
             )
         super().__init__(message)
         self.key = key

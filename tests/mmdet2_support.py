@@ -1,7 +1,8 @@
 """Real MMDetection 2.28.2 beside the test environment: 2.x models, their weights and predictions.
 
 The 2.x environment is the one ``../shared/wheels/README.md`` describes (torch 2.13.0 CPU,
-mmcv-full 1.7.2 with its compiled ops, mmdet 2.28.2; about 90 s to build). The tests use
+mmcv-full 1.7.2 with its compiled ops, mmdet 2.28.2; about 90 s to build), with MMSegmentation
+0.30.0 and MMClassification 0.25.0 added (``FAMILY_0X``, pure Python, --no-deps). The tests use
 ``$MMFIX_MMDET2_ENV`` (a venv folder) when set, else ``/tmp/mmdet2`` when it holds a working
 2.28.2, else build one once per session under pytest's temporary folder. Without the wheels the
 tests skip, saying why; CI sets REQUIRE_MMDET2=1, so there they fail instead.
@@ -30,6 +31,11 @@ WHEELS = Path(os.environ.get("MMFIX_MMCV_WHEELS") or REPO.parent / "shared" / "w
 _WHEEL_FILES = ("mmcv_full-1.7.2-cp311-cp311-linux_x86_64.whl", "mmdet-2.28.2-py3-none-any.whl")
 _PATCH = "torchvision-0.28.0-cu130-on-cpu-torch.patch"
 _CHECK = "import mmdet, mmcv.ops; assert mmdet.__version__ == '2.28.2', mmdet.__version__"
+# The family's 0.x toolboxes beside it (pure Python, on the same mmcv-full 1.7.2): 0.x models, their
+# checkpoints and predictions for mmfix's conversion of their configs (tests/family0x_support.py).
+FAMILY_0X = ("mmsegmentation==0.30.0", "mmcls==0.25.0")
+FAMILY_0X_DEPS = ("prettytable==3.18.0",)  # MMSegmentation 0.x's evaluation tables (imported by its datasets)
+_CHECK_0X = "import mmseg, mmcls; assert (mmseg.__version__, mmcls.__version__) == ('0.30.0', '0.25.0')"
 
 
 def _unavailable(reason: str) -> None:
@@ -39,10 +45,24 @@ def _unavailable(reason: str) -> None:
     pytest.skip(message)
 
 
-def _works(python: Path) -> bool:
+def _works(python: Path, check: str = _CHECK) -> bool:
     if not python.is_file():
         return False
-    return subprocess.run([str(python), "-c", _CHECK], capture_output=True, timeout=300).returncode == 0
+    return subprocess.run([str(python), "-c", check], capture_output=True, timeout=300).returncode == 0
+
+
+def _with_family_0x(python: Path) -> Path:
+    """``python``'s environment with the 0.x toolboxes added where it lacks them (pure-Python wheels)."""
+    if _works(python, _CHECK_0X):
+        return python
+    for args in (("--no-deps", *FAMILY_0X), FAMILY_0X_DEPS):
+        step = [str(python), "-m", "pip", "install", "-q", "--no-compile", *args]
+        proc = subprocess.run(step, capture_output=True, text=True, timeout=1200)
+        if proc.returncode != 0:
+            _unavailable(f"adding the 0.x toolboxes failed: {' '.join(step[3:])}:\n{proc.stderr[-2000:]}")
+    if not _works(python, _CHECK_0X):
+        _unavailable(f"{python} does not import MMSegmentation 0.30.0 and MMClassification 0.25.0")
+    return python
 
 
 def find_or_build(build_root: Path) -> Path:
@@ -50,7 +70,7 @@ def find_or_build(build_root: Path) -> Path:
     venv = build_root / "mmdet2"
     for candidate in (os.environ.get("MMFIX_MMDET2_ENV"), "/tmp/mmdet2", str(venv)):
         if candidate and _works(Path(candidate) / "bin" / "python"):
-            return Path(candidate) / "bin" / "python"
+            return _with_family_0x(Path(candidate) / "bin" / "python")
     missing = [name for name in (*_WHEEL_FILES, _PATCH) if not (WHEELS / name).is_file()]
     if missing:
         _unavailable(f"{', '.join(missing)} not in {WHEELS} (set MMFIX_MMCV_WHEELS to the wheels' folder)")
@@ -79,7 +99,7 @@ def find_or_build(build_root: Path) -> Path:
         proc = subprocess.run(["patch", "-p1"], stdin=patch, cwd=site, capture_output=True, text=True)
     if proc.returncode != 0 or not _works(python):
         _unavailable(f"the built environment does not import mmdet 2.28.2: {proc.stdout}{proc.stderr}")
-    return python
+    return _with_family_0x(python)
 
 
 def seeded_image(seed: int, height: int = 320, width: int = 480) -> np.ndarray:

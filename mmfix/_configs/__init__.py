@@ -4,22 +4,24 @@
 ``Config.fromfile`` returns it) and returns the 3.x dict and a ``Report``;
 ``apply_legacy_keys(cfg, own_keys)`` applies the 2.x keys found in a 3.x config
 to their 3.x equivalents. Neither imports MMEngine or MMDetection.
-``_engine`` holds the toolbox-independent rules, ``_mmdet`` MMDetection's;
-``_toolbox`` tells which toolbox a config belongs to, and ``check_toolbox`` stops
-another toolbox's old-format config before any of MMDetection's rules touch it.
+``_engine`` and ``_transforms`` hold the toolbox-independent rules, ``_mmdet`` MMDetection's,
+``_mmseg`` MMSegmentation 0.x's (``CONVERTERS`` maps each toolbox to its rules);
+``_toolbox`` tells which toolbox a config belongs to, and ``check_toolbox`` stops an
+old-format config of a toolbox without rules before any other toolbox's rules touch it.
 """
 
 from __future__ import annotations
 
 import copy
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from .._errors import ConfigConversionError
-from . import _engine, _mmdet, _toolbox
+from . import _engine, _mmdet, _mmseg, _toolbox
 from ._report import Report
 from ._toolbox import Detection, Loader
 
 __all__ = [
+    "CONVERTERS",
     "LEGACY_KEYS",
     "ConfigConversionError",
     "Detection",
@@ -30,6 +32,7 @@ __all__ = [
     "classify",
     "convert",
     "legacy_markers",
+    "rules_for",
 ]
 
 #: Top-level keys of 2.x configs that 3.x ignores without a word.
@@ -113,16 +116,16 @@ def check_toolbox(
 ) -> Detection:
     """Which toolbox the 2.x-era (``kind`` '2.x' or 'mixed') config ``cfg`` belongs to.
 
-    Only MMDetection's conversion exists: a config positively MMDetection's, or of no toolbox
-    anything tells (mmfix's historical reading), goes on to it. Another toolbox's old-format
-    ('2.x') config raises ``ConfigConversionError`` naming that toolbox; another toolbox's
-    current-format config ('mixed': 1.x configs keep helper variables such as ``optimizer``)
-    is the caller's to leave as stock.
+    A config of a toolbox with rules in ``CONVERTERS``, or of no toolbox anything tells (read
+    as MMDetection's: mmfix's historical reading), goes on to its conversion. An old-format
+    ('2.x') config of a toolbox without rules raises ``ConfigConversionError`` naming that
+    toolbox; another toolbox's current-format config ('mixed': 1.x configs keep helper variables
+    such as ``optimizer``) is the caller's to leave as stock.
     """
     from .._version import __version__
 
     found = _toolbox.detect(cfg, paths, loader)
-    if found.toolbox in (None, "mmdet") or kind != "2.x":
+    if found.toolbox is None or found.toolbox in CONVERTERS or kind != "2.x":
         return found
     keys = legacy_markers(cfg)
     raise ConfigConversionError(
@@ -131,6 +134,15 @@ def check_toolbox(
         "",
         message=_toolbox.not_available(found, keys, filename, __version__),
     )
+
+
+def rules_for(found: Detection) -> str | None:
+    """Whose rules convert a legacy config ``check_toolbox`` let through: its toolbox's, MMDetection's
+    where nothing tells (mmfix's historical reading), None for another toolbox without rules (its
+    current-format config stays as stock)."""
+    if found.toolbox is None:
+        return "mmdet"
+    return found.toolbox if found.toolbox in CONVERTERS else None
 
 
 def _plain(value: Any) -> Any:
@@ -157,29 +169,8 @@ def _rename_mmcls(node: Any, report: Report) -> Any:
     return node
 
 
-def convert(cfg: dict[str, Any], toolbox: str = "mmdet") -> tuple[dict[str, Any], Report]:
-    """A merged 2.x config dict -> (the equivalent 3.x dict, what was done).
-
-    Raises ``ConfigConversionError`` (one paragraph: key, value, what 3.x offers)
-    for anything without a 3.x equivalent.
-    """
-    if toolbox != "mmdet":
-        raise ValueError(f"no model/pipeline rules for toolbox {toolbox!r} yet (only 'mmdet')")
-    src = _plain(cfg)
-    src = copy.deepcopy(src)
-    report = Report()
-    out: dict[str, Any] = {"default_scope": src.pop("default_scope", "mmdet")}
-    if "default_scope" not in cfg:
-        report.note("default_scope='mmdet' added (2.x found its registries without one)")
-    custom = src.pop("custom_imports", None)
-    if custom is not None:
-        imports = [
-            ("mmpretrain" + m[len("mmcls") :]) if m == "mmcls" or m.startswith("mmcls.") else m
-            for m in custom.get("imports", [])
-        ]
-        if imports != list(custom.get("imports", [])):
-            report.moved("custom_imports mmcls", "mmpretrain (MMClassification's 3.x successor)")
-        out["custom_imports"] = {**custom, "imports": imports}
+def _mmdet_rules(src: dict[str, Any], out: dict[str, Any], report: Report) -> None:
+    """MMDetection 2.x's sections (everything but the shared prelude) from ``src`` into ``out``."""
     loop = _engine.convert_runner(src, out, report)
     base_lr = (src.get("optimizer") or {}).get("lr")
     _engine.convert_optimizer(src, out, report)
@@ -195,6 +186,46 @@ def convert(cfg: dict[str, Any], toolbox: str = "mmdet") -> tuple[dict[str, Any]
     _mmdet.convert_model(src, out, report, state)
     _engine.convert_runtime(src, out, report, loop, "DetLocalVisualizer", "DetVisualizationHook")
     _engine.convert_custom_hooks(src, out, report, _mmdet.CUSTOM_HOOKS)
+
+
+#: toolbox -> its rules: ``rules(src, out, report)`` moves the legacy sections of ``src`` (a plain,
+#: private copy) into ``out``. One row per toolbox whose legacy configs mmfix converts; the others
+#: stop at ``check_toolbox`` with a paragraph naming them.
+CONVERTERS: dict[str, Callable[[dict[str, Any], dict[str, Any], Report], None]] = {
+    "mmdet": _mmdet_rules,
+    "mmseg": _mmseg.rules,
+}
+
+
+def convert(cfg: dict[str, Any], toolbox: str = "mmdet") -> tuple[dict[str, Any], Report]:
+    """A merged legacy config dict of ``toolbox`` -> (the equivalent current dict, what was done).
+
+    Raises ``ConfigConversionError`` (one paragraph: key, value, what the current toolbox
+    offers) for anything without a current equivalent.
+    """
+    rules = CONVERTERS.get(toolbox)
+    if rules is None:
+        raise ValueError(f"no config rules for toolbox {toolbox!r} (mmfix has: {', '.join(CONVERTERS)})")
+    src = copy.deepcopy(_plain(cfg))
+    report = Report(toolbox)
+    out: dict[str, Any] = {"default_scope": src.pop("default_scope", toolbox)}
+    if "default_scope" not in cfg:
+        report.note(f"default_scope={toolbox!r} added (the legacy tools found their registries without one)")
+    custom = src.pop("custom_imports", None)
+    if custom is not None:
+        given = custom.get("imports", [])
+        names = [given] if isinstance(given, str) else list(given)  # one module may be a plain string
+        imports = [("mmpretrain" + m[len("mmcls") :]) if m == "mmcls" or m.startswith("mmcls.") else m for m in names]
+        if imports != names:
+            report.moved("custom_imports mmcls", "mmpretrain (MMClassification's 1.x successor)")
+        out["custom_imports"] = {**custom, "imports": imports[0] if isinstance(given, str) else imports}
+    try:
+        rules(src, out, report)
+    except ConfigConversionError as exc:
+        if toolbox == "mmdet" or exc.key is None:
+            raise
+        # the shared MMEngine-level rules word their errors for MMDetection: name this toolbox
+        raise ConfigConversionError(exc.key, exc.value, exc.offers, releases=_toolbox.TOOLBOXES[toolbox][:2]) from None
     _rename_mmcls(out.get("model"), report)
     if "train_cfg" in src and not _is_loop(src["train_cfg"]):
         src.pop("train_cfg")

@@ -6,7 +6,7 @@ import ast
 import os
 from typing import Any
 
-from . import Loader, apply_legacy_keys, check_toolbox, classify, convert
+from . import Loader, apply_legacy_keys, check_toolbox, classify, convert, rules_for
 from ._report import Report
 
 _MAX_BASES = 64  # _base_ files read to find a config's folders: a bound, not a limit any zoo reaches
@@ -15,21 +15,22 @@ _MAX_BASES = 64  # _base_ files read to find a config's folders: a bound, not a 
 def load(path: str, loader: Loader | None = None) -> tuple[str, dict[str, Any], dict[str, Any], Report]:
     """(kind, merged source dict, converted dict, report) for a config file, with MMEngine's own loader.
 
-    Another toolbox's old-format config raises ``ConfigConversionError``; its current-format
-    config is returned as it is (kind '3.x')."""
+    A legacy config is converted by its toolbox's rules; one of a toolbox without rules raises
+    ``ConfigConversionError``; a current-format config of a toolbox other than MMDetection is
+    returned as it is (kind '3.x')."""
     from mmengine.config import Config
 
     fromfile = getattr(Config.fromfile, "__wrapped__", Config.fromfile)  # mmfix's patch may be active
     cfg = fromfile(path, import_custom_modules=False)
     source = cfg.to_dict()
     kind = classify(source)
-    if kind != "3.x" and check_toolbox(source, kind, path, config_files(path), loader).toolbox not in (None, "mmdet"):
-        kind = "3.x"  # another toolbox's 1.x config with helper variables: not ours to touch
-    if kind == "2.x":
-        converted, report = convert(source)
-    elif kind == "mixed":
+    toolbox = rules_for(check_toolbox(source, kind, path, config_files(path), loader)) if kind != "3.x" else None
+    if kind == "2.x" and toolbox is not None:
+        converted, report = convert(source, toolbox)
+    elif kind == "mixed" and toolbox == "mmdet":
         converted, report = apply_legacy_keys(source, own_keys(path))
     else:
+        kind = "3.x" if kind == "mixed" else kind  # another toolbox's 1.x config with helper variables: stock
         converted, report = source, Report()
     # The same normal form the automatic path hands to the tools.
     return kind, source, Config(converted).to_dict(), report
@@ -109,8 +110,11 @@ def render(path: str, converted: dict[str, Any], report: Report) -> str:
     """A self-contained 3.x config: a header saying what was done, then every key."""
     from mmengine.config import Config
 
+    from ._toolbox import TOOLBOXES
+
+    old, new, _ = TOOLBOXES[report.toolbox]
     header = [
-        f"# MMDetection 3.x config converted by mmfix from the 2.x config {os.path.basename(path)}",
+        f"# {new} config converted by mmfix from the {old} config {os.path.basename(path)}",
         "# (its _base_ files are merged in: this file stands alone).",
         "#",
     ]

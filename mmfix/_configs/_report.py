@@ -8,7 +8,8 @@ from typing import Any
 class Report:
     """Collected while converting; printed in the log line, the file header and ``--diff``."""
 
-    def __init__(self) -> None:
+    def __init__(self, toolbox: str = "mmdet") -> None:
+        self.toolbox = toolbox  # whose rules made it (a key of _toolbox.TOOLBOXES)
         self.converted: list[tuple[str, str]] = []  # (2.x key, 3.x key)
         self.dropped: list[tuple[str, str]] = []  # (2.x key, why)
         self.notes: list[str] = []

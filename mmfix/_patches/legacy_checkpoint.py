@@ -28,16 +28,22 @@ from .._errors import CheckpointMismatchError
 
 _swaps = _wrapping.SwapSet()
 
-#: The model types (class names) of the 2.x configs converted in this process.
-_models_from_2x: set[str] = set()
-#: Set around a load whose checkpoint's meta says MMDetection 2.x (the version it names).
+#: The model types (class names) of the legacy configs converted in this process -> what they were
+#: ("an MMDetection 2.x config").
+_models_from_2x: dict[str, str] = {}
+#: Set around a load whose checkpoint's meta says a legacy release ("MMDetection 2.28.2").
 _checkpoint_2x: contextvars.ContextVar[str | None] = contextvars.ContextVar("mmfix_checkpoint_2x", default=None)
+#: (meta key, the legacy line's version prefix, the toolbox): checkpoints the legacy tools saved,
+#: whose every load is strict. Not MMSegmentation 0.x's: its 1.x zoo serves 0.x-saved checkpoints
+#: to 1.x configs (some of which drop a 0.x weight, as ViT's patch bias), so there only a model
+#: built from a converted 0.x config makes a load strict.
+LEGACY_META = (("mmdet_version", "2.", "MMDetection"),)
 
 
-def note_model_from_2x(model_type: Any) -> None:
-    """Called by the legacy_config patch for every 2.x config it converts."""
+def note_model_from_2x(model_type: Any, what: str = "an MMDetection 2.x config") -> None:
+    """Called by the legacy_config patch for every legacy config it converts."""
     if isinstance(model_type, str):
-        _models_from_2x.add(model_type.rsplit(".", 1)[-1])
+        _models_from_2x[model_type.rsplit(".", 1)[-1]] = what
 
 
 def apply() -> str | None:
@@ -75,17 +81,23 @@ def _imported(name: str) -> Any:
         return None
 
 
-def _mmdet_2x(checkpoint: Any) -> str | None:
+def _legacy_saver(checkpoint: Any) -> str | None:
+    """The legacy release whose tools saved ``checkpoint`` ("MMSegmentation 0.30.0+3f2a1b"), by its meta."""
     meta = checkpoint.get("meta") if isinstance(checkpoint, dict) else None
-    version = meta.get("mmdet_version") if isinstance(meta, dict) else None
-    return version if isinstance(version, str) and version.startswith("2.") else None
+    if not isinstance(meta, dict):
+        return None
+    for key, prefix, toolbox in LEGACY_META:
+        version = meta.get(key)
+        if isinstance(version, str) and version.startswith(prefix):
+            return f"{toolbox} {version}"
+    return None
 
 
 def _load_checkpoint_to_model(
     wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
     # _load_checkpoint_to_model(model, checkpoint, strict=False, logger=None, revise_keys=...)
-    token = _checkpoint_2x.set(_mmdet_2x(_wrapping.argument(args, kwargs, 1, "checkpoint")))
+    token = _checkpoint_2x.set(_legacy_saver(_wrapping.argument(args, kwargs, 1, "checkpoint")))
     try:
         return wrapped(*args, **kwargs)
     finally:
@@ -170,12 +182,12 @@ def _why_strict(target: Any) -> str | None:
 
     if _settings.current().partial_load:
         return None
-    version = _checkpoint_2x.get()
-    if version is not None:
-        return f"the checkpoint was saved by MMDetection {version}"
+    saver = _checkpoint_2x.get()
+    if saver is not None:
+        return f"the checkpoint was saved by {saver}"
     name = type(target).__name__
     if name in _models_from_2x:
-        return f"the {name} model was built from an MMDetection 2.x config"
+        return f"the {name} model was built from {_models_from_2x[name]}"
     return None
 
 

@@ -23,12 +23,13 @@ _STATE = "_mmfix_legacy_config"  # attribute on a converted Config: what a re-co
 
 
 class _Legacy:
-    __slots__ = ("source", "converted", "filename")
+    __slots__ = ("source", "converted", "filename", "toolbox")
 
-    def __init__(self, source: dict[str, Any], converted: dict[str, Any], filename: str) -> None:
+    def __init__(self, source: dict[str, Any], converted: dict[str, Any], filename: str, toolbox: str) -> None:
         self.source = source  # the merged 2.x dict
         self.converted = converted  # what convert() returned for it, to see later edits
         self.filename = filename
+        self.toolbox = toolbox  # whose rules converted it (options are converted by the same)
 
 
 def apply() -> str | None:
@@ -53,7 +54,7 @@ def _fail(exc: BaseException) -> None:
 
 
 def _fromfile(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    from .._configs import classify
+    from .._configs import classify, rules_for
 
     # custom_imports are imported after conversion: a 2.x `mmcls.models` must become mmpretrain first.
     # Config.fromfile(filename, use_predefined_variables=True, import_custom_modules=True, ...)
@@ -64,11 +65,10 @@ def _fromfile(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...],
     kind = classify(cfg._cfg_dict)
     try:
         found = _toolbox(cfg, kind, filename) if kind != "3.x" else None
-        if found is not None and found.toolbox not in (None, "mmdet"):
-            kind = "3.x"  # another toolbox's current-format config: left exactly as stock
-        if kind == "2.x":
-            cfg = _convert_2x(cfg, filename, found is not None and found.toolbox == "mmdet")
-        elif kind == "mixed":
+        toolbox = rules_for(found) if found is not None else None
+        if kind == "2.x" and toolbox is not None:
+            cfg = _convert_2x(cfg, filename, toolbox, found is not None and found.toolbox is not None)
+        elif kind == "mixed" and toolbox == "mmdet":  # another toolbox's current-format config: stock
             cfg = _apply_mixed(cfg, filename, _own_keys(filename), "the file")
     except SystemExit:
         raise  # ConfigConversionError: already explained
@@ -122,7 +122,7 @@ def _toolbox(cfg: Any, kind: str, filename: str) -> Any:
     except ConfigConversionError as exc:
         _fail(exc)
         raise
-    if found.toolbox not in (None, "mmdet"):
+    if found.toolbox not in (None, "mmdet") and kind != "2.x":
         _log.debug(f"{filename}: {found.toolbox}'s current-format config ({found.evidence}): left as stock")
     return found
 
@@ -157,14 +157,15 @@ def _import_custom_modules(custom_imports: Any) -> None:
         raise ImportError(err_msg) from e
 
 
-def _convert_2x(cfg: Any, filename: str, known: bool = True) -> Any:
+def _convert_2x(cfg: Any, filename: str, toolbox: str = "mmdet", known: bool = True) -> Any:
     from mmengine.config import Config
 
     from .._configs import ConfigConversionError, convert
+    from .._configs._toolbox import TOOLBOXES
 
     source = cfg.to_dict()
     try:
-        converted, report = convert(source)
+        converted, report = convert(source, toolbox)
     except ConfigConversionError as exc:
         _fail(exc)
         raise
@@ -174,18 +175,19 @@ def _convert_2x(cfg: Any, filename: str, known: bool = True) -> Any:
         filename=filename,
         env_variables=getattr(cfg, "env_variables", None),
     )
-    object.__setattr__(new, _STATE, _Legacy(source, new.to_dict(), filename))
+    object.__setattr__(new, _STATE, _Legacy(source, new.to_dict(), filename, toolbox))
+    old, current, _ = TOOLBOXES[toolbox]
     if isinstance(converted.get("model"), dict):
         from .legacy_checkpoint import note_model_from_2x
 
-        note_model_from_2x(converted["model"].get("type"))
+        note_model_from_2x(converted["model"].get("type"), f"an {old} config")
     what = (
-        "an MMDetection 2.x config"
+        f"an {old} config"
         if known
         else "a 2.x-era config whose toolbox no model or dataset type tells (read as MMDetection 2.x's)"
     )
     _log.info(
-        f"{filename} is {what}: converted to 3.x in memory ({report.summary()}). "
+        f"{filename} is {what}: converted to {current} in memory ({report.summary()}). "
         f"`mmfix convert-config {filename} -o NEW.py` writes the result out; add --diff to see each key.",
         key=f"legacy-config:{filename}",
     )
@@ -239,14 +241,14 @@ def _apply_mixed(cfg: Any, filename: str, own: set[str], where: str) -> Any:
 
 
 def _merge_from_dict(wrapped: Callable[..., Any], cfg: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    from .._configs import LEGACY_KEYS, ConfigConversionError, convert
+    from .._configs import LEGACY_KEYS, ConfigConversionError, convert, rules_for
 
     options = _wrapping.argument(args, kwargs, 0, "options", {})
     state: _Legacy | None = cfg.__dict__.get(_STATE)
     if state is None:
         result = wrapped(*args, **kwargs)
         tops = {str(k).split(".")[0] for k in options}
-        if tops & LEGACY_KEYS and _toolbox(cfg, "mixed", cfg.filename or "config").toolbox in (None, "mmdet"):
+        if tops & LEGACY_KEYS and rules_for(_toolbox(cfg, "mixed", cfg.filename or "config")) == "mmdet":
             _apply_mixed(cfg, cfg.filename or "config", {str(k) for k in options}, "--cfg-options")
         return result
     from mmengine.config import Config, ConfigDict
@@ -261,7 +263,7 @@ def _merge_from_dict(wrapped: Callable[..., Any], cfg: Any, args: tuple[Any, ...
         assert _original_merge is not None
         _original_merge(source, before, *args[1:], **{k: v for k, v in kwargs.items() if k != "options"})
         try:
-            converted, report = convert(source.to_dict())
+            converted, report = convert(source.to_dict(), state.toolbox)
         except ConfigConversionError as exc:
             _fail(exc)
             raise
@@ -269,7 +271,9 @@ def _merge_from_dict(wrapped: Callable[..., Any], cfg: Any, args: tuple[Any, ...
         # a script sets model.test_cfg.score_thr), key by key: the options win where both set one.
         merged = reapply_edits(state.converted, cfg.to_dict(), converted)
         object.__setattr__(cfg, "_cfg_dict", ConfigDict(merged))
-        object.__setattr__(cfg, _STATE, _Legacy(source.to_dict(), Config(converted).to_dict(), state.filename))
+        object.__setattr__(
+            cfg, _STATE, _Legacy(source.to_dict(), Config(converted).to_dict(), state.filename, state.toolbox)
+        )
         _log.info(
             f"2.x options {', '.join(before)} merged into the 2.x config before conversion ({report.summary()})",
             key=f"legacy-options:{sorted(before)}",

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from mmdet2_support import assert_same_detections, predict_2x, predict_3x, seeded_image
 
 from conftest import clean_env, run
+from mmdet2_support import assert_same_detections, predict_2x, predict_3x, seeded_image
 from mmdet_support import require_mmdet, user_config_2x, user_config_3x, write_coco
 
 pytestmark = pytest.mark.slow  # real MMDetection 2.28.2 and 3.3.0

@@ -64,7 +64,7 @@ def test_2x_config_trains_with_gpus_2_evaluates_and_tests_with_eval_bbox(mmdet_d
     work = tmp_path / "work"
     code, out = mmfix_run(tool(mmdet_dir, "train.py"), config, "--gpus", "2", "--work-dir", work, "--seed", "0")
     assert code == 0, out[-4000:]
-    assert "is an MMDetection 2.x config: converted to 3.x in memory" in out
+    assert "is an MMDetection 2.x config: converted to MMDetection 3.x in memory" in out
     assert out.count("is an MMDetection 2.x config") == 1, "the notice is for rank 0 only"
     assert re.search(r"world_size: 2|World size: 2|GPU number: 2|distributed training: True", out, re.I), out[-3000:]
     assert "coco/bbox_mAP" in out  # the 2.x `evaluation` ran after the epoch

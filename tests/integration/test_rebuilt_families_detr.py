@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from mmdet2_support import assert_same_detections, predict_2x, predict_3x, seeded_image
 
 pytestmark = pytest.mark.slow

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from mmfix._configs import ConfigConversionError, Loader, check_toolbox, classify
+from mmfix._configs import CONVERTERS, ConfigConversionError, Loader, check_toolbox, classify, rules_for
 from mmfix._configs._files import config_files
 from mmfix._configs._toolbox import DATASET_TYPES, MODEL_TYPES, TOOLBOXES, detect
 
@@ -60,8 +60,8 @@ def test_official_old_configs_are_their_toolboxs_by_contents_alone(relative, too
     assert detect(cfg, ["/x/mmdetection/configs/a.py"], other).toolbox == toolbox
 
 
-@pytest.mark.parametrize(("relative", "toolbox", "model"), OLD_CONFIGS)
-def test_old_config_of_another_toolbox_is_one_clear_error_naming_only_it(relative, toolbox, model):
+@pytest.mark.parametrize(("relative", "toolbox", "model"), [c for c in OLD_CONFIGS if c[1] not in CONVERTERS])
+def test_old_config_of_a_toolbox_without_rules_is_one_clear_error_naming_only_it(relative, toolbox, model):
     path = FAMILY / relative
     cfg = load(path)
     with pytest.raises(ConfigConversionError) as info:
@@ -167,12 +167,22 @@ def test_loader_tells_only_where_the_contents_do_not(loader, toolbox):
     assert detect(_custom(), ["/home/u/exp/cfg.py"], loader).toolbox == toolbox
 
 
+@pytest.mark.parametrize(("relative", "toolbox", "model"), [c for c in OLD_CONFIGS if c[1] in CONVERTERS])
+def test_old_config_of_a_toolbox_with_rules_goes_on_to_its_own_rules(relative, toolbox, model):
+    path = FAMILY / relative
+    found = check_toolbox(load(path), "2.x", str(path), config_files(str(path)))
+    assert found.toolbox == toolbox and rules_for(found) == toolbox
+
+
 def test_unknown_toolbox_goes_on_to_mmdetections_conversion_and_another_loaders_stops():
-    assert check_toolbox(_custom(), "2.x", "cfg.py").toolbox is None
+    found = check_toolbox(_custom(), "2.x", "cfg.py")
+    assert found.toolbox is None and rules_for(found) == "mmdet"
     with pytest.raises(ConfigConversionError) as info:
-        check_toolbox(_custom(), "2.x", "cfg.py", (), Loader(caller="mmseg.apis"))
-    assert "MMSegmentation 0.x config (loaded by mmseg.apis)" in str(info.value)
+        check_toolbox(_custom(), "2.x", "cfg.py", (), Loader(caller="mmpose.apis"))
+    assert "MMPose 0.x config (loaded by mmpose.apis)" in str(info.value)
     assert "MMDetection" not in str(info.value)
+    found = check_toolbox(_custom(), "2.x", "cfg.py", (), Loader(caller="mmseg.apis"))
+    assert found.toolbox == "mmseg" and rules_for(found) == "mmseg"
 
 
 def test_current_format_config_of_another_toolbox_is_not_refused():

@@ -75,3 +75,32 @@ def test_a_cell_that_does_not_exist_is_refused_naming_it() -> None:
         result = _matrix(*args)
         assert result.returncode == 2
         assert "no cell named 'no-such-cell'" in result.stderr
+
+
+def test_the_heavy_first_table_names_existing_test_files_and_orders_them_first() -> None:
+    import sys
+
+    from conftest import HEAVY_FIRST
+
+    tests = Path(__file__).resolve().parents[1]
+    assert all((tests / name).is_file() for name in HEAVY_FIRST), [n for n in HEAVY_FIRST if not (tests / n).is_file()]
+    listing = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            str(tests / "unit"),
+            str(tests / "integration" / "test_faults.py"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tests.parent,
+        timeout=300,
+    ).stdout.splitlines()
+    ids = [line for line in listing if "::" in line]
+    # the listed heavy file comes first though collected after the unit tests
+    assert ids and ids[0].startswith("tests/integration/test_faults.py::"), ids[:3]

@@ -1,0 +1,155 @@
+"""The family's real 0.x toolboxes beside the test environment: 0.x models, checkpoints, predictions.
+
+The 0.x toolboxes (MMSegmentation 0.30.0, MMClassification 0.25.0) live in MMDetection 2.28.2's
+real environment (tests/mmdet2_support.py builds it once per run, with them). ``predict_0x`` runs
+a batch of jobs there (tests/family0x_worker.py): each builds a 0.x config's model with 0.x's code,
+seeds its weights, saves them as a 0.x checkpoint and writes 0.x's prediction for each image.
+``configs_0x`` finds the official 0.x configs (those of the 0.x packages installed there).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+WORKER = REPO / "tests" / "family0x_worker.py"
+
+
+def seeded_images(folder: Path, count: int = 2, seed: int = 0) -> list[Path]:
+    """Small images of different sizes (not a multiple of any stride), written as PNG."""
+    import cv2
+
+    rng = np.random.default_rng(seed)
+    paths = []
+    for index in range(count):
+        img = (rng.random((45 + 8 * index, 61 + 4 * index, 3)) * 255).astype(np.uint8)
+        path = folder / f"image{index}.png"
+        cv2.imwrite(str(path), img)
+        paths.append(path)
+    return paths
+
+
+def predict_0x(python: Path, jobs: list[dict[str, Any]], folder: Path, timeout: float = 900) -> None:
+    """Run ``jobs`` (see tests/family0x_worker.py) in the 0.x environment of ``python``."""
+    listing = folder / "jobs.json"
+    listing.write_text(json.dumps(jobs))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MMFIX_", "PYTHONPATH"))}
+    proc = subprocess.run(
+        [str(python), str(WORKER), str(listing)], capture_output=True, text=True, timeout=timeout, env=env
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+
+
+def configs_0x(python: Path, module: str) -> Path:
+    """The official configs of a 0.x toolbox: its installed package's .mim/configs in the 0.x environment."""
+    proc = subprocess.run(
+        [str(python), "-c", f"import os, {module}; print(os.path.dirname({module}.__file__))"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    configs = Path(proc.stdout.strip().splitlines()[-1]) / ".mim" / "configs"
+    assert (configs / "_base_").is_dir(), configs
+    return configs
+
+
+def write_seg_data(root: Path, count: int = 6, seed: int = 0) -> Path:
+    """A tiny MMSegmentation 0.x-layout data set (img/*.png, ann/*.png, labels 0/1: a bright square)."""
+    import cv2
+
+    rng = np.random.default_rng(seed)
+    for sub in ("img", "ann"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+    for index in range(count):
+        img = (rng.random((40, 56, 3)) * 80).astype(np.uint8)
+        label = np.zeros((40, 56), np.uint8)
+        y, x = rng.integers(0, 20), rng.integers(0, 30)
+        img[y : y + 16, x : x + 20] += 150
+        label[y : y + 16, x : x + 20] = 1
+        cv2.imwrite(str(root / "img" / f"{index}.png"), img)
+        cv2.imwrite(str(root / "ann" / f"{index}.png"), label)
+    return root
+
+
+def write_seg_config_0x(path: Path, data_root: Path, max_iters: int = 4) -> Path:
+    """An MMSegmentation 0.x config written as the 0.30 zoo writes them (EncoderDecoder, ResNetV1c +
+    FCNHead, 0.x pipelines, MultiScaleFlipAug, IterBasedRunner, poly schedule), tiny enough for CPU."""
+    path.write_text(f"""
+norm_cfg = dict(type='BN', requires_grad=True)
+model = dict(
+    type='EncoderDecoder',
+    pretrained=None,
+    backbone=dict(
+        type='ResNetV1c', depth=18, stem_channels=8, base_channels=8, num_stages=4,
+        out_indices=(0, 1, 2, 3), dilations=(1, 1, 2, 4), strides=(1, 2, 1, 1),
+        norm_cfg=norm_cfg, norm_eval=False, style='pytorch', contract_dilation=True),
+    decode_head=dict(
+        type='FCNHead', in_channels=64, in_index=3, channels=16, num_convs=1, concat_input=True,
+        dropout_ratio=0.1, num_classes=2, norm_cfg=norm_cfg, align_corners=False,
+        loss_decode=dict(type='CrossEntropyLoss', use_sigmoid=False, loss_weight=1.0)),
+    auxiliary_head=dict(
+        type='FCNHead', in_channels=32, in_index=2, channels=8, num_convs=1, concat_input=False,
+        dropout_ratio=0.1, num_classes=2, norm_cfg=norm_cfg, align_corners=False,
+        loss_decode=dict(type='CrossEntropyLoss', use_sigmoid=False, loss_weight=0.4)),
+    train_cfg=dict(),
+    test_cfg=dict(mode='whole'))
+dataset_type = 'CustomDataset'
+data_root = {str(data_root)!r}
+img_norm_cfg = dict(mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375], to_rgb=True)
+crop_size = (32, 32)
+train_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='LoadAnnotations'),
+    dict(type='Resize', img_scale=(56, 40), ratio_range=(0.5, 2.0)),
+    dict(type='RandomCrop', crop_size=crop_size, cat_max_ratio=0.75),
+    dict(type='RandomFlip', prob=0.5),
+    dict(type='PhotoMetricDistortion'),
+    dict(type='Normalize', **img_norm_cfg),
+    dict(type='Pad', size=crop_size, pad_val=0, seg_pad_val=255),
+    dict(type='DefaultFormatBundle'),
+    dict(type='Collect', keys=['img', 'gt_semantic_seg']),
+]
+test_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(
+        type='MultiScaleFlipAug',
+        img_scale=(56, 40),
+        flip=False,
+        transforms=[
+            dict(type='Resize', keep_ratio=True),
+            dict(type='RandomFlip'),
+            dict(type='Normalize', **img_norm_cfg),
+            dict(type='ImageToTensor', keys=['img']),
+            dict(type='Collect', keys=['img']),
+        ])
+]
+_set = dict(type=dataset_type, data_root=data_root, img_dir='img', ann_dir='ann', img_suffix='.png',
+            classes=('background', 'square'), palette=[[0, 0, 0], [255, 255, 255]])
+data = dict(
+    samples_per_gpu=2,
+    workers_per_gpu=0,
+    train=dict(**_set, pipeline=train_pipeline),
+    val=dict(**_set, pipeline=test_pipeline),
+    test=dict(**_set, pipeline=test_pipeline))
+log_config = dict(interval=1, hooks=[dict(type='TextLoggerHook', by_epoch=False)])
+dist_params = dict(backend='nccl')
+log_level = 'INFO'
+load_from = None
+resume_from = None
+workflow = [('train', 1)]
+cudnn_benchmark = True
+optimizer = dict(type='SGD', lr=0.01, momentum=0.9, weight_decay=0.0005)
+optimizer_config = dict()
+lr_config = dict(policy='poly', power=0.9, min_lr=1e-4, by_epoch=False)
+runner = dict(type='IterBasedRunner', max_iters={max_iters})
+checkpoint_config = dict(by_epoch=False, interval=2)
+evaluation = dict(interval=2, metric='mIoU', pre_eval=True)
+""")
+    return path

@@ -1,0 +1,132 @@
+"""Runs inside the real 0.x environment (MMSegmentation 0.30.0, MMClassification 0.25.0 on
+mmcv-full 1.7.2; see tests/family0x_support.py): builds a 0.x config's model with 0.x's own code,
+gives it seeded weights (batch-norm statistics included, so that eval-mode normalisation matters),
+saves them as a 0.x checkpoint (mmcv's save_checkpoint, with 0.x's meta), and writes 0.x's own
+prediction for each image.
+
+    python family0x_worker.py JOBS.json
+
+JOBS: a list of {"toolbox": "mmseg", "config": PATH, "options": {dotted key: value}, "seed": N,
+      "images": [PATH, ...], "checkpoint": PATH, "out": PATH.npz}; one process for all (0.x's
+imports cost seconds). ``out`` holds one array per image: MMSegmentation's class probabilities at
+the image's size (``model.inference(..., rescale=True)``: 0.x's test path before the argmax).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+
+import numpy as np
+import torch
+
+warnings.filterwarnings("ignore")
+
+
+def _strip_pretrained(node):
+    if isinstance(node, dict):
+        if isinstance(node.get("init_cfg"), dict) and node["init_cfg"].get("type") == "Pretrained":
+            node["init_cfg"] = None
+        if "pretrained" in node:
+            node["pretrained"] = None
+        for value in node.values():
+            _strip_pretrained(value)
+    elif isinstance(node, list):
+        for value in node:
+            _strip_pretrained(value)
+
+
+def _tuples(value):
+    if isinstance(value, list) and value and all(isinstance(v, (int, float)) for v in value):
+        return tuple(value)
+    return value
+
+
+def _seed_weights(model: torch.nn.Module, seed: int) -> None:
+    """0.x's own initialisation under a seed, then random normalisation parameters and statistics
+    (initialised to 1/0 they would hide a difference in how eval-mode normalisation is applied)."""
+    torch.manual_seed(seed)
+    model.init_weights()
+    generator = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, (torch.nn.modules.batchnorm._NormBase, torch.nn.GroupNorm, torch.nn.LayerNorm)):
+                for name, tensor in list(module.named_parameters(recurse=False)) + list(
+                    module.named_buffers(recurse=False)
+                ):
+                    if not tensor.is_floating_point():
+                        continue
+                    noise = torch.randn(tensor.shape, generator=generator) * 0.1
+                    base = 1.0 if name in ("weight", "running_var") else 0.0
+                    tensor.copy_(base + (noise.abs() if name == "running_var" else noise))
+
+
+def _segmentation(job: dict) -> None:
+    import logging
+
+    logging.getLogger("mmcv").setLevel(logging.WARNING)  # init_weights' per-parameter lines
+    from mmcv import Config
+    from mmcv.parallel import collate
+    from mmcv.runner import save_checkpoint
+    from mmseg.datasets.pipelines import Compose
+    from mmseg.models import build_segmentor
+
+    cfg = Config.fromfile(job["config"])
+    if job.get("options"):  # JSON has no tuples: a list of numbers is a tuple (a scale) in 0.x configs
+        cfg.merge_from_dict({k: _tuples(v) for k, v in job["options"].items()})
+    _strip_pretrained(cfg.model)
+    model = build_segmentor(cfg.model)
+    _seed_weights(model, job["seed"])
+    model.CLASSES = tuple(f"c{i}" for i in range(model.num_classes))
+    model.PALETTE = [[i, i, i] for i in range(len(model.CLASSES))]
+    model.eval()
+    save_checkpoint(model, job["checkpoint"], meta={"CLASSES": model.CLASSES, "PALETTE": model.PALETTE})
+    steps = [dict(type="LoadImageFromFile")] + list(cfg.data.test.pipeline[1:])
+    pipeline = Compose(steps)
+    out = {}
+    for index, path in enumerate(job["images"]):
+        data = pipeline({"img_info": {"filename": path}, "img_prefix": None})
+        data = collate([data], samples_per_gpu=1)
+        img = data["img"][0]
+        metas = data["img_metas"][0].data[0]
+        with torch.no_grad():
+            probs = model.inference(img, metas, rescale=True)
+        out[f"image{index}"] = probs[0].numpy()
+    np.savez(job["out"], **out)
+
+
+def _loss_inputs(seed: int):
+    """Logits and labels (with ignored pixels) both sides make from the same seed."""
+    generator = torch.Generator().manual_seed(seed)
+    logits = torch.randn(2, 4, 9, 11, generator=generator) * 2
+    labels = torch.randint(0, 4, (2, 9, 11), generator=generator)
+    labels[torch.rand(2, 9, 11, generator=generator) < 0.2] = 255
+    return logits, labels
+
+
+def _dice_loss(job: dict) -> None:
+    """0.x's DiceLoss (its own class) on seeded inputs: each argument set's value and gradient."""
+    from mmseg.models.builder import build_loss
+
+    out = {}
+    for index, arguments in enumerate(job["losses"]):
+        logits, labels = _loss_inputs(job["seed"] + index)
+        logits.requires_grad_(True)
+        loss = build_loss(dict(type="DiceLoss", **arguments))(logits, labels, weight=None, ignore_index=255)
+        loss.backward()
+        out[f"value{index}"] = loss.detach().numpy()
+        out[f"grad{index}"] = logits.grad.numpy()
+    np.savez(job["out"], **out)
+
+
+def main() -> int:
+    with open(sys.argv[1]) as fh:
+        jobs = json.load(fh)
+    for job in jobs:
+        {"mmseg": _segmentation, "mmseg-dice": _dice_loss}[job["toolbox"]](job)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
