@@ -44,9 +44,18 @@ import config_conversion as cc
 
 import mmfix  # noqa: F401  (the automatic path, as in a user's train.py)
 
-#: toolbox -> (package, registry module, metafile name in the current zoo, 0.x metafile glob).
+#: toolbox -> (package, registry module, metafile name in the current zoo, 0.x metafile glob, the 0.x
+#: package's model builder). MMPretrain's models import torchvision (tests/family0x_support.py's
+#: torchvision_overlay() on PYTHONPATH where the environment has none).
 TOOLBOXES = {
-    "mmseg": ("mmseg", "mmseg.registry", "metafile.yaml", "*.yml"),
+    "mmseg": ("mmseg", "mmseg.registry", "metafile.yaml", "*.yml", "from mmseg.models import build_segmentor as build"),
+    "mmpretrain": (
+        "mmpretrain",
+        "mmpretrain.registry",
+        "metafile.yml",
+        "metafile.yml",
+        "from mmcls.models import build_classifier as build",
+    ),
 }
 #: The sections compared (MMDetection's, but auto_scale_lr: the family's 0.x configs had none).
 SECTIONS = tuple(name for name in cc.SECTIONS if name != "auto_scale_lr")
@@ -98,7 +107,7 @@ _SHAPES_0X = r"""
 import json, sys, warnings
 warnings.filterwarnings('ignore')
 from mmcv import Config
-from mmseg.models import build_segmentor
+BUILDER
 
 def strip(node):
     if isinstance(node, dict):
@@ -116,7 +125,7 @@ for path in json.load(open(sys.argv[1])):
     try:
         cfg = Config.fromfile(path)
         strip(cfg.model)
-        out[path] = {k: list(v.shape) for k, v in build_segmentor(cfg.model).state_dict().items()}
+        out[path] = {k: list(v.shape) for k, v in build(cfg.model).state_dict().items()}
     except Exception as exc:
         out[path] = f'{type(exc).__name__}: {exc}'[:300]
 json.dump(out, open(sys.argv[2], 'w'))
@@ -226,7 +235,7 @@ def main() -> int:
     parser.add_argument("--show", type=int, default=40, help="difference classes to list")
     parser.add_argument("--out", help="write every result as JSON")
     args = parser.parse_args()
-    package, registry_name, metafile, metafile_0x = TOOLBOXES[args.toolbox]
+    package, registry_name, metafile, metafile_0x, builder_0x = TOOLBOXES[args.toolbox]
     cc.REGISTRY_MODULE = registry_name
 
     import importlib
@@ -260,7 +269,9 @@ def main() -> int:
                 json.dump(configs, fh)
             start = time.perf_counter()
             env = {k: v for k, v in os.environ.items() if not k.startswith(("MMFIX_", "PYTHONPATH", "MASTER_"))}
-            subprocess.run([args.python0x, "-c", _SHAPES_0X, listing, result], check=True, env=env)
+            subprocess.run(
+                [args.python0x, "-c", _SHAPES_0X.replace("BUILDER", builder_0x), listing, result], check=True, env=env
+            )
             with open(result) as fh:
                 shapes = json.load(fh)
             print(

@@ -153,6 +153,15 @@ def mmdet2_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
         return find_or_build(folder)
 
 
+@pytest.fixture(scope="session")
+def torchvision_path(mmdet2_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A PYTHONPATH folder with a torchvision for MMPretrain's models (tests/family0x_support.py)."""
+    from family0x_support import torchvision_overlay
+
+    with run_lock(tmp_path_factory, "torchvision-overlay") as folder:
+        return torchvision_overlay(mmdet2_python, folder)
+
+
 #: Test files by their cost (CPU seconds of a whole run on the 2-core machine, 2026-12-05), the
 #: heaviest first. Under pytest-xdist's `--dist loadfile` a file runs on one worker from its first
 #: test to its last; started last, a five-minute file keeps one worker busy while the other idles.
@@ -163,6 +172,7 @@ HEAVY_FIRST = (
     "integration/test_zoo_ops.py",
     "integration/test_crafted_checkpoints.py",
     "integration/test_family_0x_mmseg.py",
+    "integration/test_family_0x_mmcls.py",
     "ops/test_mmdet3d_models.py",
     "integration/test_legacy_checkpoints.py",
     "integration/test_rebuilt_families_detr.py",

@@ -60,6 +60,23 @@ def configs_0x(python: Path, module: str) -> Path:
     return configs
 
 
+def torchvision_overlay(python: Path, folder: Path) -> Path:
+    """A folder for PYTHONPATH that gives the test environment (which has no torchvision: PyPI's
+    needs a CUDA torch) the 0.x environment's torchvision 0.28.0, patched as ../shared/wheels says
+    to import beside a CPU torch, linked (MMPretrain's models import it; nothing calls its ops)."""
+    link = folder / "torchvision"
+    if not link.exists():
+        proc = subprocess.run(
+            [str(python), "-c", "import os, torchvision; print(os.path.dirname(torchvision.__file__))"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        link.symlink_to(proc.stdout.strip().splitlines()[-1], target_is_directory=True)
+    return folder
+
+
 def write_seg_data(root: Path, count: int = 6, seed: int = 0) -> Path:
     """A tiny MMSegmentation 0.x-layout data set (img/*.png, ann/*.png, labels 0/1: a bright square)."""
     import cv2
@@ -151,5 +168,73 @@ lr_config = dict(policy='poly', power=0.9, min_lr=1e-4, by_epoch=False)
 runner = dict(type='IterBasedRunner', max_iters={max_iters})
 checkpoint_config = dict(by_epoch=False, interval=2)
 evaluation = dict(interval=2, metric='mIoU', pre_eval=True)
+""")
+    return path
+
+
+def write_cls_data(root: Path, per_class: int = 4, seed: int = 0) -> Path:
+    """A tiny folder-per-class data set (MMClassification 0.x's CustomDataset layout): three classes
+    told apart by their mean colour."""
+    import cv2
+
+    rng = np.random.default_rng(seed)
+    for label, name in enumerate(("red", "green", "blue")):
+        (root / name).mkdir(parents=True, exist_ok=True)
+        for index in range(per_class):
+            img = (rng.random((40 + 4 * index, 48, 3)) * 60).astype(np.uint8)
+            img[..., 2 - label] += 150  # BGR on disk
+            cv2.imwrite(str(root / name / f"{index}.png"), img)
+    return root
+
+
+def write_cls_config_0x(path: Path, data_root: Path, max_epochs: int = 2) -> Path:
+    """An MMClassification 0.x config written as the 0.25 zoo writes them (ImageClassifier, ResNet +
+    GlobalAveragePooling + LinearClsHead, 0.x pipelines with RandomResizedCrop(size) and
+    Resize(size=(h, -1)), EpochBasedRunner, step schedule, top-k accuracy), tiny enough for CPU."""
+    path.write_text(f"""
+model = dict(
+    type='ImageClassifier',
+    backbone=dict(type='ResNet', depth=18, stem_channels=8, base_channels=8, num_stages=4,
+                  out_indices=(3, ), style='pytorch'),
+    neck=dict(type='GlobalAveragePooling'),
+    head=dict(type='LinearClsHead', num_classes=3, in_channels=64,
+              loss=dict(type='CrossEntropyLoss', loss_weight=1.0), topk=(1, 2)))
+dataset_type = 'CustomDataset'
+img_norm_cfg = dict(mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375], to_rgb=True)
+train_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='RandomResizedCrop', size=32),
+    dict(type='RandomFlip', flip_prob=0.5, direction='horizontal'),
+    dict(type='Normalize', **img_norm_cfg),
+    dict(type='ImageToTensor', keys=['img']),
+    dict(type='ToTensor', keys=['gt_label']),
+    dict(type='Collect', keys=['img', 'gt_label'])
+]
+test_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='Resize', size=(36, -1)),
+    dict(type='CenterCrop', crop_size=32),
+    dict(type='Normalize', **img_norm_cfg),
+    dict(type='ImageToTensor', keys=['img']),
+    dict(type='Collect', keys=['img'])
+]
+data = dict(
+    samples_per_gpu=2,
+    workers_per_gpu=0,
+    train=dict(type=dataset_type, data_prefix={str(data_root)!r}, pipeline=train_pipeline),
+    val=dict(type=dataset_type, data_prefix={str(data_root)!r}, pipeline=test_pipeline),
+    test=dict(type=dataset_type, data_prefix={str(data_root)!r}, pipeline=test_pipeline))
+evaluation = dict(interval=1, metric='accuracy', metric_options=dict(topk=(1, 2)))
+optimizer = dict(type='SGD', lr=0.01, momentum=0.9, weight_decay=0.0001)
+optimizer_config = dict(grad_clip=None)
+lr_config = dict(policy='step', step=[1])
+runner = dict(type='EpochBasedRunner', max_epochs={max_epochs})
+checkpoint_config = dict(interval=1)
+log_config = dict(interval=1, hooks=[dict(type='TextLoggerHook')])
+dist_params = dict(backend='nccl')
+log_level = 'INFO'
+load_from = None
+resume_from = None
+workflow = [('train', 1)]
 """)
     return path

@@ -6,10 +6,11 @@ prediction for each image.
 
     python family0x_worker.py JOBS.json
 
-JOBS: a list of {"toolbox": "mmseg", "config": PATH, "options": {dotted key: value}, "seed": N,
+JOBS: a list of {"toolbox": "mmseg" | "mmcls", "config": PATH, "options": {dotted key: value}, "seed": N,
       "images": [PATH, ...], "checkpoint": PATH, "out": PATH.npz}; one process for all (0.x's
 imports cost seconds). ``out`` holds one array per image: MMSegmentation's class probabilities at
-the image's size (``model.inference(..., rescale=True)``: 0.x's test path before the argmax).
+the image's size (``model.inference(..., rescale=True)``: 0.x's test path before the argmax);
+MMClassification's class scores (what ``mmcls.apis.inference_model`` computes before its top-1).
 """
 
 from __future__ import annotations
@@ -96,6 +97,47 @@ def _segmentation(job: dict) -> None:
     np.savez(job["out"], **out)
 
 
+def _classification(job: dict) -> None:
+    """As mmcls.apis.inference_model does (the test pipeline from LoadImageFromFile, one image a
+    batch), keeping every class's score rather than only the top one."""
+    import logging
+
+    logging.getLogger("mmcv").setLevel(logging.WARNING)
+    from mmcls.datasets.pipelines import Compose
+    from mmcls.models import build_classifier
+    from mmcv import Config
+    from mmcv.parallel import collate
+    from mmcv.runner import save_checkpoint
+
+    cfg = Config.fromfile(job["config"])
+    if job.get("options"):
+        cfg.merge_from_dict({k: _tuples(v) for k, v in job["options"].items()})
+    _strip_pretrained(cfg.model)
+    model = build_classifier(cfg.model)
+    _seed_weights(model, job["seed"])
+    # The head's weights spread wider than its initialisation (std 0.01): scores far from uniform,
+    # so that a difference in any step shows in them.
+    generator = torch.Generator().manual_seed(job["seed"] + 2)
+    with torch.no_grad():
+        for name, tensor in model.head.named_parameters():
+            tensor.copy_(torch.randn(tensor.shape, generator=generator) * (0.5 if name.endswith("bias") else 0.05))
+    num_classes = cfg.model.head.num_classes
+    model.CLASSES = tuple(f"c{i}" for i in range(num_classes))
+    model.eval()
+    save_checkpoint(model, job["checkpoint"], meta={"CLASSES": model.CLASSES})
+    steps = list(cfg.data.test.pipeline)
+    if steps[0]["type"] != "LoadImageFromFile":  # as inference_model adds it (some configs read preloaded images)
+        steps.insert(0, dict(type="LoadImageFromFile"))
+    pipeline = Compose(steps)
+    out = {}
+    for index, path in enumerate(job["images"]):
+        data = collate([pipeline({"img_info": {"filename": path}, "img_prefix": None})], samples_per_gpu=1)
+        with torch.no_grad():
+            scores = model(return_loss=False, **data)
+        out[f"image{index}"] = np.asarray(scores[0])
+    np.savez(job["out"], **out)
+
+
 def _loss_inputs(seed: int):
     """Logits and labels (with ignored pixels) both sides make from the same seed."""
     generator = torch.Generator().manual_seed(seed)
@@ -124,7 +166,7 @@ def main() -> int:
     with open(sys.argv[1]) as fh:
         jobs = json.load(fh)
     for job in jobs:
-        {"mmseg": _segmentation, "mmseg-dice": _dice_loss}[job["toolbox"]](job)
+        {"mmseg": _segmentation, "mmseg-dice": _dice_loss, "mmcls": _classification}[job["toolbox"]](job)
     return 0
 
 

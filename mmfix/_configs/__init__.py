@@ -5,7 +5,7 @@
 ``apply_legacy_keys(cfg, own_keys)`` applies the 2.x keys found in a 3.x config
 to their 3.x equivalents. Neither imports MMEngine or MMDetection.
 ``_engine`` and ``_transforms`` hold the toolbox-independent rules, ``_mmdet`` MMDetection's,
-``_mmseg`` MMSegmentation 0.x's (``CONVERTERS`` maps each toolbox to its rules);
+``_mmseg`` MMSegmentation 0.x's, ``_mmpretrain`` MMClassification 0.x's (``CONVERTERS`` maps each toolbox to its rules);
 ``_toolbox`` tells which toolbox a config belongs to, and ``check_toolbox`` stops an
 old-format config of a toolbox without rules before any other toolbox's rules touch it.
 """
@@ -16,7 +16,7 @@ import copy
 from typing import Any, Callable, Iterable
 
 from .._errors import ConfigConversionError
-from . import _engine, _mmdet, _mmseg, _toolbox
+from . import _engine, _mmdet, _mmpretrain, _mmseg, _toolbox
 from ._report import Report
 from ._toolbox import Detection, Loader
 
@@ -194,6 +194,7 @@ def _mmdet_rules(src: dict[str, Any], out: dict[str, Any], report: Report) -> No
 CONVERTERS: dict[str, Callable[[dict[str, Any], dict[str, Any], Report], None]] = {
     "mmdet": _mmdet_rules,
     "mmseg": _mmseg.rules,
+    "mmpretrain": _mmpretrain.rules,
 }
 
 

@@ -179,7 +179,7 @@ def _span(loop: Loop, by_epoch: bool) -> dict[str, Any]:
     return {"begin": 0, "end": loop.length, "by_epoch": False}
 
 
-def _warmup(lr: dict[str, Any], report: Report) -> list[dict[str, Any]]:
+def warmup(lr: dict[str, Any], report: Report) -> list[dict[str, Any]]:
     kind = lr.pop("warmup", None)
     iters = lr.pop("warmup_iters", 0)
     ratio = lr.pop("warmup_ratio", 0.1)
@@ -247,9 +247,9 @@ def convert_lr_config(
         if policy == "YOLOX":
             schedulers = _yolox(lr, loop, base_lr, report)
         elif policy in ("cyclic", "Cyclic"):
-            schedulers = _warmup(lr, report) + _cyclic(lr, loop, by_epoch, "lr_config", "LR")
+            schedulers = warmup(lr, report) + _cyclic(lr, loop, by_epoch, "lr_config", "LR")
         else:
-            schedulers.extend(_warmup(lr, report))
+            schedulers.extend(warmup(lr, report))
             main = _main_policy(policy, lr, loop, by_epoch, base_lr)
             if main is not None:
                 schedulers.append(main)
@@ -262,7 +262,7 @@ def convert_lr_config(
     out["param_scheduler"] = schedulers
 
 
-def _min_lr(lr: dict[str, Any], target: dict[str, Any]) -> None:
+def min_lr(lr: dict[str, Any], target: dict[str, Any]) -> None:
     if "min_lr" in lr:
         target["eta_min"] = lr.pop("min_lr")
     elif "min_lr_ratio" in lr:
@@ -290,13 +290,13 @@ def _main_policy(
         return None
     if policy == "CosineAnnealing":
         target = {"type": "CosineAnnealingLR", "T_max": loop.length, **span}
-        _min_lr(lr, target)
+        min_lr(lr, target)
         return target
     if policy == "FlatCosineAnnealing":
         start = lr.pop("start_percent", 0.75)
         begin = round(loop.length * start)
         target = {"type": "CosineAnnealingLR", "T_max": loop.length - begin, **span, "begin": begin}
-        _min_lr(lr, target)
+        min_lr(lr, target)
         return target
     if policy == "poly":
         target = {"type": "PolyLR", "power": lr.pop("power", 1.0), "eta_min": lr.pop("min_lr", 0.0), **span}
@@ -310,7 +310,7 @@ def _main_policy(
             "restart_weights": list(lr.pop("restart_weights", [1] * len(lr.get("periods", [1])))),
             **span,
         }
-        _min_lr(lr, target)
+        min_lr(lr, target)
         return target
     if policy == "OneCycle":
         target = {
@@ -619,6 +619,22 @@ def ema_hook(hook: dict[str, Any], report: Report) -> dict[str, Any]:
     target["update_buffers"] = True
     report.moved(f"custom_hooks[{kind}]", "custom_hooks[EMAHook]")
     return target
+
+
+def legacy_component(
+    node: dict[str, Any], out: dict[str, Any], report: Report, where: str, new: str, module: str
+) -> None:
+    """Name mmfix's copy ``new`` (registered by ``module``, added to ``custom_imports``) for a legacy
+    component whose current namesake computes something else (mmfix/_legacy_models)."""
+    old = node["type"]
+    node["type"] = new
+    imports = out.setdefault("custom_imports", {"imports": [], "allow_failed_imports": False})
+    names = [imports["imports"]] if isinstance(imports.get("imports"), str) else list(imports.get("imports", []))
+    if module not in names:
+        imports["imports"] = names + [module]
+    report.moved(
+        f"{where}: {old}", f"{new} (mmfix's copy of the legacy {old}: the current {old} computes another result)"
+    )
 
 
 def dataloader(

@@ -543,17 +543,7 @@ def _zerox_components(node: Any, out: dict[str, Any], report: Report, where: str
                     node[key] = value
                     report.note(f"{where}: {kind}.{key}={value!r} set (0.x's behaviour; 1.x's default differs)")
         if isinstance(kind, str) and kind in ZEROX_COMPONENTS:
-            new, module = ZEROX_COMPONENTS[kind]
-            node["type"] = new
-            imports = out.setdefault("custom_imports", {"imports": [], "allow_failed_imports": False})
-            names = (
-                [imports["imports"]] if isinstance(imports.get("imports"), str) else list(imports.get("imports", []))
-            )
-            if module not in names:
-                imports["imports"] = names + [module]
-            report.moved(
-                f"{where}: {kind}", f"{new} (mmfix's copy of 0.x's {kind}: 1.x's {kind} computes another loss)"
-            )
+            _engine.legacy_component(node, out, report, where, *ZEROX_COMPONENTS[kind])
         for key, value in node.items():
             _zerox_components(value, out, report, f"{where}.{key}")
     elif isinstance(node, list):

@@ -3,14 +3,17 @@
 Each toolbox's real 3.x-era ``tools/train.py`` / ``tools/test.py`` (from the installed
 package's ``.mim/tools``) runs on CPU (gloo), started with the legacy command line through
 ``mmfix-run``. One legacy ``--gpus 2`` training per toolbox (module-scoped) feeds the resume and
-test checks. MMSegmentation's is a real 0.x config (tests/family0x_support.py: a real segmentor, 0.x
-pipelines and schedule, a tiny data set on disk) started from a 0.x checkpoint made by
-MMSegmentation 0.30.0 itself (``--load-from``); the other toolboxes, whose 0.x configs mmfix does
-not convert yet, train a tiny model registered with MMEngine from a current-format config.
+test checks. MMSegmentation's and MMClassification's are real 0.x configs (tests/family0x_support.py:
+a real segmentor / classifier, 0.x pipelines and schedule, a tiny data set on disk) started from a
+0.x checkpoint made by MMSegmentation 0.30.0 / MMClassification 0.25.0 themselves (``--load-from``,
+``--cfg-options load_from=``); the other toolboxes, whose 0.x configs mmfix does not convert yet,
+train a tiny model registered with MMEngine from a current-format config. MMPretrain's models import
+torchvision: the 0.x environment's is put on its runs' PYTHONPATH (tests/family0x_support.py).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -18,7 +21,7 @@ import pytest
 import torch
 
 from conftest import clean_env, run
-from family0x_support import predict_0x, write_seg_config_0x, write_seg_data
+from family0x_support import predict_0x, write_cls_config_0x, write_cls_data, write_seg_config_0x, write_seg_data
 from toolbox_support import TOOLBOXES, Toolbox, toolbox_env, tools_dir, write_config
 
 pytestmark = pytest.mark.slow  # real 3.x-era tools of each toolbox, launched
@@ -30,7 +33,7 @@ NAMES = ["mmseg", "mmpretrain", "mmpose", "mmdet3d"]
 # The legacy training command's toolbox-specific flags (besides --gpus 2 --work-dir).
 TRAIN_FLAGS = {
     "mmseg": ["--load-from", "{pre}", "--diff_seed", "--seed", "0"],
-    "mmpretrain": ["--device", "cpu", "--diff-seed", "--seed", "0"],
+    "mmpretrain": ["--device", "cpu", "--diff-seed", "--seed", "0", "--cfg-options", "load_from={pre}"],
     "mmpose": ["--autoscale-lr", "--diff_seed", "--deterministic"],
     "mmdet3d": ["--autoscale-lr", "--diff-seed", "--options", "train_cfg.val_interval=1"],
 }
@@ -46,21 +49,42 @@ TEST_FLAGS = {
 }
 
 
-def env(toolbox: Toolbox, **extra: str) -> dict[str, str]:
-    return clean_env(**toolbox_env(toolbox), **extra)
+def env(toolbox: Toolbox, extra_path: Path | None = None, **extra: str) -> dict[str, str]:
+    variables = toolbox_env(toolbox)
+    if extra_path is not None:
+        variables["PYTHONPATH"] = os.pathsep.join([str(extra_path), variables["PYTHONPATH"]])
+    return clean_env(**variables, **extra)
 
 
-def mmfix_python(toolbox: Toolbox, *args: object, timeout: float = 300):
-    proc = run([MMFIX_RUN, sys.executable, *map(str, args)], env=env(toolbox), timeout=timeout)
+def mmfix_python(toolbox: Toolbox, *args: object, timeout: float = 300, extra_path: Path | None = None):
+    proc = run([MMFIX_RUN, sys.executable, *map(str, args)], env=env(toolbox, extra_path), timeout=timeout)
     return proc, proc.stdout + proc.stderr
 
 
+#: The toolboxes trained from a real 0.x config: (the 0.x worker's job, the config's unit, its 0.x
+#: key that makes the run longer, the log line a resume prints, the metric its evaluation prints).
+LEGACY_0X = {
+    "mmseg": ("mmseg", "iter", "runner.max_iters=6", "resumed epoch: 0, iter: 2", "mIoU:"),
+    "mmpretrain": ("mmcls", "epoch", "runner.max_epochs=3", "resumed epoch: 2", "accuracy/top1:"),
+}
+RELEASES = {
+    "mmseg": ("MMSegmentation 0.x", "MMSegmentation 1.x"),
+    "mmpretrain": ("MMClassification 0.x", "MMPretrain 1.x"),
+}
+
+
 class Trained:
-    def __init__(self, toolbox: Toolbox, config: Path, work: Path, log: str, legacy: bool) -> None:
+    def __init__(
+        self, toolbox: Toolbox, config: Path, work: Path, log: str, legacy: bool, extra_path: Path | None
+    ) -> None:
         self.toolbox, self.config, self.work, self.log = toolbox, config, work, log
         self.tools = tools_dir(toolbox.package)
-        self.legacy = legacy  # a 0.x config (IterBasedRunner, 4 iterations), else a 1.x one (2 epochs)
-        self.unit = "iter" if legacy else "epoch"
+        self.legacy = legacy  # a 0.x config (LEGACY_0X), else a 1.x one (2 epochs)
+        self.unit = LEGACY_0X[toolbox.name][1] if legacy else "epoch"
+        self.extra_path = extra_path  # a torchvision for MMPretrain's models
+
+    def python(self, *args: object, timeout: float = 300):
+        return mmfix_python(self.toolbox, *args, timeout=timeout, extra_path=self.extra_path)
 
 
 @pytest.fixture(scope="module", params=NAMES)
@@ -71,35 +95,36 @@ def trained(request, tmp_path_factory) -> Trained:
     root = tmp_path_factory.mktemp(toolbox.name)
     work = root / "work"
     pre = root / "pretrained.pth"
-    legacy = toolbox.name == "mmseg"
+    legacy = toolbox.name in LEGACY_0X
+    extra_path = request.getfixturevalue("torchvision_path") if toolbox.name == "mmpretrain" else None
     if legacy:
-        config = write_seg_config_0x(root / "cfg.py", write_seg_data(root / "data"))
-        # the config's model with weights from MMSegmentation 0.30.0's own code: a 0.x checkpoint
+        if toolbox.name == "mmseg":
+            config = write_seg_config_0x(root / "cfg.py", write_seg_data(root / "data"))
+        else:
+            config = write_cls_config_0x(root / "cfg.py", write_cls_data(root / "data"))
+        # the config's model with weights from the 0.x toolbox's own code: a 0.x checkpoint
         python = request.getfixturevalue("mmdet2_python")
-        predict_0x(
-            python,
-            [
-                {
-                    "toolbox": "mmseg",
-                    "config": str(config),
-                    "seed": 5,
-                    "images": [],
-                    "checkpoint": str(pre),
-                    "out": str(root / "none.npz"),
-                }
-            ],
-            root,
-        )
+        job = {"toolbox": LEGACY_0X[toolbox.name][0], "config": str(config), "seed": 5, "images": []}
+        predict_0x(python, [{**job, "checkpoint": str(pre), "out": str(root / "none.npz")}], root)
     else:
         config = write_config(root / "cfg.py", toolbox)
         head = {"seg": 32, "cls": 3, "pose": 4, "box": 4}[toolbox.task]
         torch.save({"state_dict": {"head.weight": torch.full((head, 8), 0.01), "head.bias": torch.zeros(head)}}, pre)
     flags = [f.format(pre=pre) for f in TRAIN_FLAGS[toolbox.name]]
     proc, log = mmfix_python(
-        toolbox, tools / "train.py", config, "--work-dir", work, "--gpus", "2", *flags, timeout=600
+        toolbox,
+        tools / "train.py",
+        config,
+        "--work-dir",
+        work,
+        "--gpus",
+        "2",
+        *flags,
+        timeout=600,
+        extra_path=extra_path,
     )
     assert proc.returncode == 0, log[-4000:]
-    return Trained(toolbox, config, work, log, legacy)
+    return Trained(toolbox, config, work, log, legacy, extra_path)
 
 
 def test_legacy_gpus_2_trains_with_world_size_2(trained: Trained) -> None:
@@ -107,9 +132,10 @@ def test_legacy_gpus_2_trains_with_world_size_2(trained: Trained) -> None:
     assert log.count("command line translated:") == 1 and "--nproc_per_node 2" in log
     assert trained.toolbox.name.replace("mm", "").lower()[:3] in log.lower()  # the rules line names the toolbox
     if trained.legacy:
-        assert log.count("is an MMSegmentation 0.x config: converted to MMSegmentation 1.x in memory") == 1, log[-4000:]
-        assert "GPU number: 2" in log and "Distributed training: True" in log
-        assert "mIoU:" in log  # evaluation.interval=2: validated at iterations 2 and 4
+        old, new = RELEASES[trained.toolbox.name]
+        assert log.count(f"is an {old} config: converted to {new} in memory") == 1, log[-4000:]
+        assert "Distributed training: True" in log
+        assert LEGACY_0X[trained.toolbox.name][4] in log  # the 0.x evaluation's metric, validated during training
         # the 0.x checkpoint loaded into the converted model, every key
         assert f"Load checkpoint from {trained.work.parent / 'pretrained.pth'}" in log
         assert "missing keys" not in log and "unexpected key" not in log, log[-4000:]
@@ -125,10 +151,9 @@ def test_legacy_gpus_2_trains_with_world_size_2(trained: Trained) -> None:
 
 
 def test_resume_from_continues_from_its_epoch(trained: Trained) -> None:
-    # A 0.x config is extended by its 0.x key (runner.max_iters), merged before the conversion.
-    longer = "runner.max_iters=6" if trained.legacy else "train_cfg.max_epochs=3"
-    proc, log = mmfix_python(
-        trained.toolbox,
+    # A 0.x config is extended by its 0.x key (runner.max_iters / max_epochs), merged before the conversion.
+    longer = LEGACY_0X[trained.toolbox.name][2] if trained.legacy else "train_cfg.max_epochs=3"
+    proc, log = trained.python(
         trained.tools / "train.py",
         trained.config,
         "--work-dir",
@@ -139,15 +164,15 @@ def test_resume_from_continues_from_its_epoch(trained: Trained) -> None:
         longer,
     )
     assert proc.returncode == 0, log[-4000:]
-    resumed = "resumed epoch: 0, iter: 2" if trained.legacy else "resumed epoch: 2"
-    assert resumed in log and (trained.work / f"{trained.unit}_{6 if trained.legacy else 3}.pth").exists(), log[-3000:]
+    resumed = LEGACY_0X[trained.toolbox.name][3] if trained.legacy else "resumed epoch: 2"
+    last = 6 if trained.unit == "iter" else 3
+    assert resumed in log and (trained.work / f"{trained.unit}_{last}.pth").exists(), log[-3000:]
 
 
 def test_legacy_test_command_evaluates(trained: Trained) -> None:
     flags, expected = TEST_FLAGS[trained.toolbox.name]
     flags = [f.format(work=trained.work) for f in flags]
-    proc, log = mmfix_python(
-        trained.toolbox,
+    proc, log = trained.python(
         trained.tools / "test.py",
         trained.config,
         trained.work / f"{trained.unit}_2.pth",
@@ -291,6 +316,24 @@ def test_mmsegmentation_0x_config_is_written_out_converted_and_its_1x_configs_st
     proc, log = mmfix_python(toolbox, "-c", _STOCK_1X)
     assert proc.returncode == 0 and "STOCK" in proc.stdout, log[-4000:]
     assert "2.x keys in a 3.x config" not in log
+
+
+RESNET_0X = (
+    Path(__file__).resolve().parents[1]
+    / "data/family_0x_configs/mmclassification-0.25.0/configs/resnet/resnet18_8xb32_in1k.py"
+)
+
+
+def test_mmclassification_0x_config_is_written_out_converted_with_mmpretrains_rules(tmp_path: Path) -> None:
+    out = tmp_path / "converted.py"
+    convert = run([MMFIX, "convert-config", str(RESNET_0X), "-o", str(out)], env=env(TOOLBOXES["mmpretrain"]))
+    assert convert.returncode == 0, convert.stderr[-3000:]
+    text = out.read_text()
+    assert text.startswith(
+        "# MMPretrain 1.x config converted by mmfix from the MMClassification 0.x config resnet18_8xb32_in1k.py"
+    ), text[:300]
+    assert "default_scope = 'mmpretrain'" in text and "ClsDataPreprocessor" in text and "PackInputs" in text
+    assert "ResizeEdge" in text and "Accuracy" in text and "mmdet" not in text  # no MMDetection rule touched it
 
 
 def test_0x_config_of_a_toolbox_without_rules_stops_with_one_clear_error() -> None:
