@@ -184,16 +184,18 @@ def accepted(cfg: Any, registry: Any, work_dir: str) -> Any:
             if ds.get("type") not in ("ConcatDataset", "RepeatDataset", "MultiImageMixDataset"):
                 try:
                     registry.DATASETS.build({**copy.deepcopy(ds), "lazy_init": True, "pipeline": []})
-                except (AssertionError, FileNotFoundError):
-                    # Some data sets check their files when built (PascalContextDataset's split file):
+                except (AssertionError, FileNotFoundError, RuntimeError):
+                    # Some data sets check their files when built (PascalContextDataset's split file,
+                    # MMPretrain's StanfordCars its folders):
                     # the arguments were accepted; the files are not here.
                     if os.path.exists(str(ds.get("data_root") or "/nonexistent")):
                         raise
     for t in cfg.get("tta_pipeline", []) or []:
         registry.TRANSFORMS.build(copy.deepcopy(t))
     for name in ("val_evaluator", "test_evaluator"):
-        if cfg.get(name):
-            registry.METRICS.build(copy.deepcopy(cfg[name]))
+        metrics = cfg.get(name)
+        for metric in metrics if isinstance(metrics, (list, tuple)) else [metrics] if metrics else []:
+            registry.METRICS.build(copy.deepcopy(metric))  # MMEngine's Evaluator takes one metric or a list
     wrapper = copy.deepcopy(cfg.optim_wrapper)
     if wrapper.get("type") == "AmpOptimWrapper" and not torch.cuda.is_available():
         # AmpOptimWrapper refuses a CPU-only machine: its own arguments are checked, the rest built as
@@ -214,6 +216,27 @@ def accepted(cfg: Any, registry: Any, work_dir: str) -> Any:
                 continue  # needs the training set's length: checked by the trainings, not here
             registry.PARAM_SCHEDULERS.build({**s, "optimizer": optim.optimizer})
     return runner.model
+
+
+def as_built(cfg: dict[str, Any], package: str) -> dict[str, Any]:
+    """A config with the defaults MMEngine's Runner and the toolbox fill in written out, so that two
+    spellings of one set-up compare equal: MMPretrain's top-level ``data_preprocessor`` (the Runner
+    gives it to the model), ``train_cfg=dict(by_epoch=True)`` (an EpochBasedTrainLoop), an
+    ``optim_wrapper`` without a type (an OptimWrapper)."""
+    cfg = copy.deepcopy(cfg)
+    model = cfg.get("model")
+    given = cfg.pop("data_preprocessor", None)
+    if isinstance(model, dict) and isinstance(given, dict) and "data_preprocessor" not in model:
+        model["data_preprocessor"] = {"type": {"mmpretrain": "ClsDataPreprocessor"}.get(package), **given}
+        if model["data_preprocessor"]["type"] is None:
+            model["data_preprocessor"].pop("type")
+    train = cfg.get("train_cfg")
+    if isinstance(train, dict) and "type" not in train and "by_epoch" in train:
+        train["type"] = "EpochBasedTrainLoop" if train.pop("by_epoch") else "IterBasedTrainLoop"
+    wrapper = cfg.get("optim_wrapper")
+    if isinstance(wrapper, dict):
+        wrapper.setdefault("type", "OptimWrapper")
+    return cfg
 
 
 def _structure(model: Any) -> tuple[list[tuple[str, str]], dict[str, tuple[int, ...]]]:
@@ -251,10 +274,11 @@ def main() -> int:
         os.environ.setdefault("MASTER_PORT", "29533")
         dist.init_process_group("gloo", rank=0, world_size=1)
 
+    # every config below the model folders (MMClassification's RepVGG deploy configs sit one deeper)
     configs = sorted(
         p
-        for p in glob.glob(os.path.join(args.configs, "*", "*.py"))
-        if "/_base_/" not in p and (not args.only or os.path.basename(os.path.dirname(p)) in args.only)
+        for p in glob.glob(os.path.join(args.configs, "*", "**", "*.py"), recursive=True)
+        if "/_base_/" not in p and (not args.only or os.path.relpath(p, args.configs).split(os.sep)[0] in args.only)
     )
     current = os.path.join(os.path.dirname(importlib.import_module(package).__file__), ".mim", "configs")
     old_index = cc.index(args.configs, os.path.dirname(args.configs), metafile_0x)
@@ -323,7 +347,7 @@ def main() -> int:
             entry["same"] = f"the current config did not build: {_reason(exc)}"
             continue
         entry["same_model"] = same_model
-        converted, new = cfg.to_dict(), cfg_new.to_dict()
+        converted, new = as_built(cfg.to_dict(), package), as_built(cfg_new.to_dict(), package)
         open_gaps, kept_here = [], []
         for sec in SECTIONS:
             for where, a, b in cc.differences(cc.section(converted, sec), cc.section(new, sec), sec):

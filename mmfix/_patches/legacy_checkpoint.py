@@ -40,6 +40,13 @@ _checkpoint_2x: contextvars.ContextVar[str | None] = contextvars.ContextVar("mmf
 LEGACY_META = (("mmdet_version", "2.", "MMDetection"),)
 
 
+#: Buffers the current model computes from its config that a legacy release kept out of its state
+#: dicts (non-persistent there, persistent now). Absent from a legacy checkpoint, they keep the
+#: values the model was built with, which are the legacy model's too, so their absence is no
+#: mismatch. MMClassification 0.x's Swin-V2 window attention: its relative-position tables.
+DERIVED_BUFFERS = frozenset(("relative_coords_table", "relative_position_index"))
+
+
 def note_model_from_2x(model_type: Any, what: str = "an MMDetection 2.x config") -> None:
     """Called by the legacy_config patch for every legacy config it converts."""
     if isinstance(model_type, str):
@@ -132,7 +139,11 @@ def _load_state_dict(wrapped: Callable[..., Any], instance: Any, args: tuple[Any
     found: dict[str, list[str]] = {}
 
     def record(_module: Any, incompatible: Any) -> None:
-        found["missing"] = [k for k in incompatible.missing_keys if "num_batches_tracked" not in k]
+        missing = [k for k in incompatible.missing_keys if "num_batches_tracked" not in k]
+        if any(k.rsplit(".", 1)[-1] in DERIVED_BUFFERS for k in missing):
+            buffers = {name for name, _ in target.named_buffers()}
+            missing = [k for k in missing if not (k.rsplit(".", 1)[-1] in DERIVED_BUFFERS and k in buffers)]
+        found["missing"] = missing
         found["unexpected"] = list(incompatible.unexpected_keys)
 
     # MMEngine runs the root's load_state_dict post-hooks last, with every module's keys collected.

@@ -1,7 +1,8 @@
 """MMClassification 0.x configs and checkpoints on MMPretrain 1.2.0 through mmfix: the same scores.
 
 For a spread of the 0.25.0 zoo's families (ResNet with the short-edge resize, EfficientNet's own crop
-style, DeiT and its distilled variant, Tokens-to-Token ViT, Swin, ConvNeXt, Conformer's two branches,
+style, DeiT and its distilled variant, Tokens-to-Token ViT, Swin, Swin-V2 (whose 0.x state dicts lack the relative-position tables 1.x saves), ConvNeXt,
+Conformer's two branches,
 MobileNetV3, VAN, the CIFAR ResNet without any resize, and CSRA's multi-label VOC head at 448 px),
 the real MMClassification 0.25.0 (tests/family0x_support.py) builds the official config's model,
 gives it seeded weights, saves a 0.x checkpoint and writes its own class scores for two images (0.x's
@@ -36,6 +37,8 @@ CASES = [
     "deit/deit-tiny-distilled_pt-4xb256_in1k.py",
     "t2t_vit/t2t-vit-t-14_8xb64_in1k.py",
     "swin_transformer/swin-tiny_16xb64_in1k.py",
+    # 0.x kept its relative-position tables out of the state dict; 1.x saves them (computed alike)
+    "swin_transformer_v2/swinv2-tiny-w8_16xb64_in1k-256px.py",
     "convnext/convnext-tiny_32xb128_in1k.py",
     "conformer/conformer-tiny-p16_8xb128_in1k.py",
     "mobilenet_v3/mobilenet-v3-small_8xb32_in1k.py",
@@ -113,8 +116,14 @@ def test_0x_checkpoint_scores_on_mmpretrain_as_on_0x(made: list[dict], index: in
     assert "error" not in report, report.get("error")
     # converted as MMClassification's (not MMDetection's) config
     assert report["scope"] == "mmpretrain" and report["preprocessor"] == "ClsDataPreprocessor"
-    # every key and shape of the 0.x checkpoint fits the converted model; its meta gave the classes
-    assert report["missing"] == [] and report["unexpected"] == [], report
+    # every key and shape of the 0.x checkpoint fits the converted model (init_model's load, made
+    # strict by mmfix, went through); only buffers the model computes itself may be absent (Swin-V2's
+    # relative-position tables, which 0.x did not save: the equal scores below show them right)
+    derived = [
+        k for k in report["missing"] if k.rsplit(".", 1)[-1] in ("relative_coords_table", "relative_position_index")
+    ]
+    assert report["missing"] == derived and report["unexpected"] == [], report
+    assert bool(derived) == ("swinv2" in job["config"]), derived[:4]
     assert report["classes"] == [f"c{i}" for i in range(len(report["classes"]))]
     expected, current = np.load(job["out"]), np.load(job["current"])
     for number in range(len(job["images"])):
