@@ -31,6 +31,9 @@ REPO=$(pwd)
 ROOT=${MMFIX_MATRIX_DIR:-/tmp/mmfix-matrix}
 WORKERS=${MMFIX_MATRIX_WORKERS:-2}
 STEPS=${MMFIX_MATRIX_STEPS:-both}
+# Bytecode written on first import, as .ci/run does (a cell's tests start hundreds of interpreters;
+# under PYTHONDONTWRITEBYTECODE each would compile torch's sources again).
+unset PYTHONDONTWRITEBYTECODE
 [[ $STEPS =~ ^(install|tests|both)$ ]] || { echo "matrix: MMFIX_MATRIX_STEPS is install, tests or both" >&2; exit 2; }
 
 # One row per cell: name | python | ci | pip requirements (space-separated, no spaces inside one;
