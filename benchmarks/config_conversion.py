@@ -25,10 +25,16 @@ import zipfile
 from typing import Any
 from urllib.error import URLError
 
+# tests/: helpers shared with the tests (pretrained_free), on sys.path here and in the scripts the
+# benchmarks run inside the real 2.x / 0.x environments (TESTS below).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
+
 os.environ.pop("MMFIX_DISABLE", None)
 os.environ.setdefault("MMFIX_LOG_LEVEL", "WARNING")  # one "converted" line per config is noise here
 
 import mmfix  # noqa: F401  (the automatic path: active from import on, as in a user's train.py)
+
+TESTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests")
 
 SECTIONS = (
     "model",

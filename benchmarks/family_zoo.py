@@ -17,7 +17,8 @@ CONFIGS: the 0.x toolbox's configs (``<site-packages>/mmseg/.mim/configs`` of MM
   the same set-up, section by section (benchmarks/config_conversion.py's comparison, constructor
   defaults folded), with the differences where the converter keeps the 0.x meaning listed apart;
 - **strict** (with ``--python0x``, the 0.x environment's python): 0.x's own model's state-dict keys
-  and shapes load strictly into the converted model.
+  and shapes load into the converted model through MMEngine's ``load_state_dict``, which mmfix makes
+  strict for a model built from a converted 0.x config.
 
 Prints the counts and every failure grouped by reason.
 """
@@ -41,8 +42,10 @@ os.environ.pop("MMFIX_DISABLE", None)
 os.environ.setdefault("MMFIX_LOG_LEVEL", "ERROR")  # one "converted" line per config is noise here
 
 import config_conversion as cc
+from config_conversion import TESTS
+from pretrained_free import strip_pretrained
 
-import mmfix  # noqa: F401  (the automatic path, as in a user's train.py)
+import mmfix  # the automatic path, as in a user's train.py
 
 #: toolbox -> (package, registry module, metafile name in the current zoo, 0.x metafile glob, the 0.x
 #: package's model builder). MMPretrain's models import torchvision (tests/family0x_support.py's
@@ -109,17 +112,8 @@ warnings.filterwarnings('ignore')
 from mmcv import Config
 BUILDER
 
-def strip(node):
-    if isinstance(node, dict):
-        if isinstance(node.get('init_cfg'), dict) and node['init_cfg'].get('type') == 'Pretrained':
-            node['init_cfg'] = None
-        if 'pretrained' in node:
-            node['pretrained'] = None
-        for v in node.values():
-            strip(v)
-    elif isinstance(node, list):
-        for v in node:
-            strip(v)
+sys.path.insert(0, TESTS)
+from pretrained_free import strip_pretrained as strip
 out = {}
 for path in json.load(open(sys.argv[1])):
     try:
@@ -130,20 +124,6 @@ for path in json.load(open(sys.argv[1])):
         out[path] = f'{type(exc).__name__}: {exc}'[:300]
 json.dump(out, open(sys.argv[2], 'w'))
 """
-
-
-def _strip_pretrained(node: Any) -> None:
-    """No checkpoint downloads while building (``pretrained``, ``init_cfg=Pretrained``)."""
-    if isinstance(node, dict):
-        if isinstance(node.get("init_cfg"), dict) and node["init_cfg"].get("type") == "Pretrained":
-            node["init_cfg"] = None
-        if "pretrained" in node:
-            node["pretrained"] = None
-        for value in node.values():
-            _strip_pretrained(value)
-    elif isinstance(node, list):
-        for value in node:
-            _strip_pretrained(value)
 
 
 def _reason(exc: BaseException) -> str:
@@ -294,7 +274,15 @@ def main() -> int:
             start = time.perf_counter()
             env = {k: v for k, v in os.environ.items() if not k.startswith(("MMFIX_", "PYTHONPATH", "MASTER_"))}
             subprocess.run(
-                [args.python0x, "-c", _SHAPES_0X.replace("BUILDER", builder_0x), listing, result], check=True, env=env
+                [
+                    args.python0x,
+                    "-c",
+                    _SHAPES_0X.replace("BUILDER", builder_0x).replace("TESTS", repr(TESTS)),
+                    listing,
+                    result,
+                ],
+                check=True,
+                env=env,
             )
             with open(result) as fh:
                 shapes = json.load(fh)
@@ -329,10 +317,18 @@ def main() -> int:
         elif saved is not None:
             try:
                 import torch
+                from mmengine.runner.checkpoint import load_state_dict
 
-                model.load_state_dict({k: torch.zeros(s) for k, s in saved.items()}, strict=True)
+                state = {k: torch.zeros(s) for k, s in saved.items()}
+                own = model.state_dict()
+                wrong = [k for k in state if k in own and tuple(own[k].shape) != tuple(state[k].shape)]
+                if wrong:
+                    raise RuntimeError(f"size mismatch: {', '.join(wrong[:4])}")
+                # MMEngine's load, as the tools and init_model load: mmfix makes it strict for a model
+                # built from a converted 0.x config (and accepts what it knows is no mismatch)
+                load_state_dict(model, state)
                 entry["strict"] = "ok"
-            except RuntimeError as exc:
+            except (RuntimeError, mmfix.CheckpointMismatchError) as exc:
                 entry["strict"] = str(exc).replace("\n", " ")[:400]
         official = counterpart.get(path)
         if official is None:
@@ -341,7 +337,7 @@ def main() -> int:
             cfg_new = Config.fromfile(official)
             with DefaultScope.overwrite_default_scope(cfg_new.get("default_scope")):
                 other = cfg_new.model.to_dict()
-                _strip_pretrained(other)
+                strip_pretrained(other)
                 same_model = _structure(model) == _structure(registry.MODELS.build(other))
         except Exception as exc:
             entry["same"] = f"the current config did not build: {_reason(exc)}"

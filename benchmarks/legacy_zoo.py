@@ -32,7 +32,7 @@ from typing import Any
 os.environ.pop("MMFIX_DISABLE", None)
 os.environ.setdefault("MMFIX_LOG_LEVEL", "ERROR")  # one "converted" line per config is noise here
 
-from config_conversion import build_converted, mmdet2_configs
+from config_conversion import TESTS, build_converted, mmdet2_configs
 
 import mmfix  # noqa: F401  (the automatic path, as in a user's train.py)
 
@@ -46,17 +46,8 @@ import json, sys
 from mmcv import Config
 from mmdet.models import build_detector
 
-def strip(node):
-    if isinstance(node, dict):
-        if isinstance(node.get('init_cfg'), dict) and node['init_cfg'].get('type') == 'Pretrained':
-            node['init_cfg'] = None
-        if 'pretrained' in node:
-            node['pretrained'] = None
-        for v in node.values():
-            strip(v)
-    elif isinstance(node, list):
-        for v in node:
-            strip(v)
+sys.path.insert(0, TESTS)
+from pretrained_free import strip_pretrained as strip
 
 out = {}
 for path in json.load(open(sys.argv[1])):
@@ -144,7 +135,10 @@ def main() -> int:
             start = time.perf_counter()
             env = {k: v for k, v in os.environ.items() if not k.startswith(("MMFIX_", "PYTHONPATH", "MASTER_"))}
             subprocess.run(
-                [args.mmdet2_python, "-c", _SHAPES_2X, listing, result], check=True, cwd=os.path.dirname(root), env=env
+                [args.mmdet2_python, "-c", _SHAPES_2X.replace("TESTS", repr(TESTS)), listing, result],
+                check=True,
+                cwd=os.path.dirname(root),
+                env=env,
             )
             with open(result) as fh:
                 shapes = json.load(fh)

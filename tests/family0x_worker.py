@@ -21,21 +21,9 @@ import warnings
 
 import numpy as np
 import torch
+from pretrained_free import strip_pretrained
 
 warnings.filterwarnings("ignore")
-
-
-def _strip_pretrained(node):
-    if isinstance(node, dict):
-        if isinstance(node.get("init_cfg"), dict) and node["init_cfg"].get("type") == "Pretrained":
-            node["init_cfg"] = None
-        if "pretrained" in node:
-            node["pretrained"] = None
-        for value in node.values():
-            _strip_pretrained(value)
-    elif isinstance(node, list):
-        for value in node:
-            _strip_pretrained(value)
 
 
 def _tuples(value):
@@ -76,7 +64,7 @@ def _segmentation(job: dict) -> None:
     cfg = Config.fromfile(job["config"])
     if job.get("options"):  # JSON has no tuples: a list of numbers is a tuple (a scale) in 0.x configs
         cfg.merge_from_dict({k: _tuples(v) for k, v in job["options"].items()})
-    _strip_pretrained(cfg.model)
+    strip_pretrained(cfg.model)
     model = build_segmentor(cfg.model)
     _seed_weights(model, job["seed"])
     model.CLASSES = tuple(f"c{i}" for i in range(model.num_classes))
@@ -112,7 +100,7 @@ def _classification(job: dict) -> None:
     cfg = Config.fromfile(job["config"])
     if job.get("options"):
         cfg.merge_from_dict({k: _tuples(v) for k, v in job["options"].items()})
-    _strip_pretrained(cfg.model)
+    strip_pretrained(cfg.model)
     model = build_classifier(cfg.model)
     _seed_weights(model, job["seed"])
     # The head's weights spread wider than its initialisation (std 0.01): scores far from uniform,
@@ -123,6 +111,18 @@ def _classification(job: dict) -> None:
             tensor.copy_(torch.randn(tensor.shape, generator=generator) * (0.5 if name.endswith("bias") else 0.05))
     num_classes = cfg.model.head.num_classes
     model.CLASSES = tuple(f"c{i}" for i in range(num_classes))
+    if job.get("ema"):
+        # MMCV's own EMAHook registers its ema_* buffers (copies of the parameters), as at the start of a
+        # run; given values of their own, as after training, so that loading them as weights would show.
+        from types import SimpleNamespace
+
+        from mmcv.runner.hooks import EMAHook
+
+        EMAHook().before_run(SimpleNamespace(model=model))
+        with torch.no_grad():
+            for name, buffer in model.named_buffers():
+                if name.startswith("ema_"):
+                    buffer.copy_(torch.randn(buffer.shape, generator=generator))
     model.eval()
     save_checkpoint(model, job["checkpoint"], meta={"CLASSES": model.CLASSES})
     steps = list(cfg.data.test.pipeline)

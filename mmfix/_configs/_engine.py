@@ -652,3 +652,71 @@ def dataloader(
     loader.update(extra)
     loader["dataset"] = dataset
     return loader
+
+
+# ----------------------------------------------------------------------------- the family's data
+# MMCV 1.x-era toolboxes (MMSegmentation 0.x, MMClassification 0.x) share these data and evaluation
+# keys; each toolbox's module passes its own wrappers, table of dropped keys and wording.
+
+
+def innermost(ds: dict[str, Any], wrappers: tuple[str, ...]) -> dict[str, Any]:
+    """The dataset a chain of wrappers (RepeatDataset, ConcatDataset's first part ...) ends in."""
+    while ds.get("type") in wrappers and ("dataset" in ds or "datasets" in ds):
+        ds = ds["dataset"] if "dataset" in ds else ds["datasets"][0]
+    return ds
+
+
+def separate_eval(ds: dict[str, Any], where: str, test: bool, report: Report, toolbox: str, parts: str = "") -> None:
+    """0.x evaluated a concatenated val/test set per part (ConcatDataset's separate_eval=True by
+    default); the 1.x evaluators see one set. Refused unless the config asked for one merged result."""
+    separate = ds.pop("separate_eval", True)
+    if test and separate:
+        raise ConfigConversionError(
+            f"{where}: separate_eval",
+            separate,
+            f"0.x evaluated each part of a concatenated val/test set on its own{parts}; {toolbox} 1.x computes "
+            "one metric over the concatenation. Set separate_eval=False on it to accept one merged result, or "
+            "evaluate each set with a config of its own.",
+        )
+    if not test and "separate_eval" in ds:
+        report.drop(f"{where}.separate_eval", "training does not evaluate")
+
+
+def loader_options(loader: dict[str, Any], options: dict[str, Any], where: str, report: Report) -> None:
+    """0.x's ``data.<split>_dataloader`` options onto the 1.x dataloader; the others dropped, said."""
+    for key, value in options.items():
+        if key == "shuffle":
+            loader["sampler"]["shuffle"] = value
+        elif key in ("persistent_workers", "pin_memory", "drop_last"):
+            loader[key] = value
+        else:
+            report.drop(f"{where}.{key}", "no 1.x dataloader equivalent")
+
+
+def evaluation_schedule(
+    evaluation: dict[str, Any], out: dict[str, Any], report: Report, dropped: dict[str, str], takes: str
+) -> None:
+    """The rest of 0.x's ``evaluation`` (EvalHook's arguments, once the metrics are read):
+    interval -> train_cfg.val_interval, save_best / rule -> the checkpoint hook; a key in
+    ``dropped`` is dropped with its reason, any other refused (``takes``: what 1.x takes)."""
+    interval = evaluation.pop("interval", 1)
+    if "train_cfg" in out:
+        out["train_cfg"]["val_interval"] = interval
+        report.moved("evaluation.interval", "train_cfg.val_interval")
+    save_best = evaluation.pop("save_best", None)
+    rule = evaluation.pop("rule", None)
+    if save_best is not None:
+        hooks = out.setdefault("default_hooks", {})
+        hooks.setdefault("checkpoint", {"type": "CheckpointHook"})["save_best"] = save_best
+        if rule is not None:
+            hooks["checkpoint"]["rule"] = rule
+        report.moved("evaluation.save_best", "default_hooks.checkpoint.save_best")
+    for key in list(evaluation):
+        why = dropped.get(key)
+        if why is None:
+            raise ConfigConversionError(
+                f"evaluation.{key}",
+                evaluation[key],
+                f"{takes}; set other options on val_evaluator in a 1.x config.",
+            )
+        report.drop(f"evaluation.{key}", why)

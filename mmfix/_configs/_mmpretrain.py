@@ -271,26 +271,12 @@ def _voc(ds: dict[str, Any], out: dict[str, Any], state: _State, where: str, rep
     report.moved(f"{where}.data_prefix / ann_file", f"{where}.data_root / image_set_path")
 
 
-def _separate_eval(ds: dict[str, Any], where: str, test: bool, report: Report) -> None:
-    separate = ds.pop("separate_eval", True)
-    if test and separate:
-        raise ConfigConversionError(
-            f"{where}: separate_eval",
-            separate,
-            "0.x evaluated each part of a concatenated val/test set on its own; MMPretrain 1.x computes one "
-            "metric over the concatenation. Set separate_eval=False on it to accept one merged result, or "
-            "evaluate each set with a config of its own.",
-        )
-    if not test and "separate_eval" in ds:
-        report.drop(f"{where}.separate_eval", "training does not evaluate")
-
-
 def _dataset(ds: dict[str, Any], report: Report, state: _State, *, test: bool, where: str) -> dict[str, Any]:
     ds = dict(ds)
     kind = ds.get("type")
     if kind in WRAPPERS:
         if kind == "ConcatDataset":
-            _separate_eval(ds, where, test, report)
+            _engine.separate_eval(ds, where, test, report, "MMPretrain")
         if "dataset" in ds:
             ds["dataset"] = _dataset(ds["dataset"], report, state, test=test, where=where)
         if "datasets" in ds:
@@ -329,12 +315,6 @@ def _dataset(ds: dict[str, Any], report: Report, state: _State, *, test: bool, w
     if isinstance(pipeline, list):
         out["pipeline"] = convert_pipeline(pipeline, report, state, where=f"{where}.pipeline")
     return out
-
-
-def _innermost(ds: dict[str, Any]) -> dict[str, Any]:
-    while ds.get("type") in WRAPPERS and ("dataset" in ds or "datasets" in ds):
-        ds = ds["dataset"] if "dataset" in ds else ds["datasets"][0]
-    return ds
 
 
 def _sampler(src: dict[str, Any], report: Report) -> dict[str, Any] | None:
@@ -390,13 +370,7 @@ def convert_data(src: dict[str, Any], out: dict[str, Any], report: Report, loop:
             loader["sampler"] = sampler
         if persistent is not None:
             loader["persistent_workers"] = bool(persistent) and nwork > 0
-        for key in over:
-            if key == "shuffle":
-                loader["sampler"]["shuffle"] = over[key]
-            elif key in ("persistent_workers", "pin_memory", "drop_last"):
-                loader[key] = over[key]
-            else:
-                report.drop(f"data.{name}_dataloader.{key}", "no 1.x dataloader equivalent")
+        _engine.loader_options(loader, over, f"data.{name}_dataloader", report)
         out[f"{name}_dataloader"] = loader
         report.moved(f"data.{name}", f"{name}_dataloader.dataset")
     for key in data:
@@ -474,28 +448,14 @@ def _evaluators(evaluation: dict[str, Any] | None, out: dict[str, Any], report: 
     out["val_evaluator"] = value
     out["test_evaluator"] = copy.deepcopy(value)
     report.moved("evaluation.metric", "val_evaluator / test_evaluator")
-    interval = evaluation.pop("interval", 1)
-    if "train_cfg" in out:
-        out["train_cfg"]["val_interval"] = interval
-        report.moved("evaluation.interval", "train_cfg.val_interval")
-    save_best = evaluation.pop("save_best", None)
-    rule = evaluation.pop("rule", None)
-    if save_best is not None:
-        hooks = out.setdefault("default_hooks", {})
-        hooks.setdefault("checkpoint", {"type": "CheckpointHook"})["save_best"] = save_best
-        if rule is not None:
-            hooks["checkpoint"]["rule"] = rule
-        report.moved("evaluation.save_best", "default_hooks.checkpoint.save_best")
-    for key in list(evaluation):
-        why = EVALUATION_DROPPED.get(key)
-        if why is None:
-            raise ConfigConversionError(
-                f"evaluation.{key}",
-                evaluation[key],
-                "MMPretrain 1.x's evaluation takes interval (train_cfg.val_interval), metric, metric_options, "
-                "save_best and rule; set other options on val_evaluator in a 1.x config.",
-            )
-        report.drop(f"evaluation.{key}", why)
+    _engine.evaluation_schedule(
+        evaluation,
+        out,
+        report,
+        EVALUATION_DROPPED,
+        "MMPretrain 1.x's evaluation takes interval (train_cfg.val_interval), metric, metric_options, "
+        "save_best and rule",
+    )
 
 
 # ----------------------------------------------------------------------------- model
@@ -690,7 +650,9 @@ def rules(src: dict[str, Any], out: dict[str, Any], report: Report) -> None:
             out[name] = convert_pipeline(src.pop(name), Report(), _State(), where=name)
     if "test_dataloader" in out:
         # 0.x's inference_model read data.test.pipeline, 1.x's reads the top-level test_pipeline
-        out["test_pipeline"] = copy.deepcopy(_innermost(out["test_dataloader"]["dataset"]).get("pipeline", []))
+        out["test_pipeline"] = copy.deepcopy(
+            _engine.innermost(out["test_dataloader"]["dataset"], WRAPPERS).get("pipeline", [])
+        )
     if src.pop("img_norm_cfg", None) is not None:
         report.drop("img_norm_cfg", "now model.data_preprocessor's mean/std/to_rgb")
     convert_model(src, out, report, state)

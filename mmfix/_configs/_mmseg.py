@@ -41,6 +41,9 @@ WRAPPERS = ("RepeatDataset", "ConcatDataset", "MultiImageMixDataset")
 #: 0.x formatting transforms: one PackSegInputs in 1.x.
 PACKING = ("DefaultFormatBundle", "Collect", "ImageToTensor", "ToTensor", "Transpose", "ToDataContainer")
 #: 0.x ``evaluation.metric`` names that are IoUMetric's ``iou_metrics`` in 1.x.
+TOOLBOX = "MMSegmentation"
+SEPARATE_PARTS = " (metrics 0_mIoU, 1_mIoU, ...)"  # what 0.x reported for each part
+
 IOU_METRICS = ("mIoU", "mDice", "mFscore")
 #: 0.x ``evaluation`` keys with no effect on what is computed in 1.x.
 EVALUATION_DROPPED = {
@@ -296,22 +299,6 @@ def _split_lists(ds: dict[str, Any], where: str, report: Report) -> dict[str, An
     return {"type": "ConcatDataset", "datasets": parts}
 
 
-def _separate_eval(ds: dict[str, Any], where: str, test: bool, report: Report) -> None:
-    """0.x evaluated a concatenated val/test set per part (ConcatDataset's separate_eval=True by
-    default); 1.x's IoUMetric sees one set. Refused unless the config asked for one merged result."""
-    separate = ds.pop("separate_eval", True)
-    if test and separate:
-        raise ConfigConversionError(
-            f"{where}: separate_eval",
-            separate,
-            "0.x evaluated each part of a concatenated val/test set on its own (metrics 0_mIoU, 1_mIoU, ...); "
-            "MMSegmentation 1.x computes one metric over the concatenation. Set separate_eval=False on it "
-            "to accept one merged result, or evaluate each set with a config of its own.",
-        )
-    if not test and "separate_eval" in ds:
-        report.drop(f"{where}.separate_eval", "training does not evaluate")
-
-
 def _dataset(
     ds: dict[str, Any], report: Report, state: _State, *, test: bool, where: str, pack: bool = True
 ) -> dict[str, Any]:
@@ -319,7 +306,7 @@ def _dataset(
     kind = ds.get("type")
     if kind in WRAPPERS:
         if kind == "ConcatDataset":
-            _separate_eval(ds, where, test, report)
+            _engine.separate_eval(ds, where, test, report, TOOLBOX, SEPARATE_PARTS)
         inner_pack = kind != "MultiImageMixDataset"  # the mixing wrapper's own pipeline packs
         if "dataset" in ds:
             ds["dataset"] = _dataset(ds["dataset"], report, state, test=test, where=where, pack=inner_pack)
@@ -332,7 +319,7 @@ def _dataset(
         return ds
     split = _split_lists(ds, where, report)
     if split is not None:
-        _separate_eval(dict(ds), where, test, report)
+        _engine.separate_eval(dict(ds), where, test, report, TOOLBOX, SEPARATE_PARTS)
         split["separate_eval"] = False  # checked just now
         return _dataset(split, report, state, test=test, where=where, pack=pack)
     ds.pop("separate_eval", None)
@@ -407,14 +394,8 @@ def _dataset(
     return out
 
 
-def _innermost(ds: dict[str, Any]) -> dict[str, Any]:
-    while ds.get("type") in WRAPPERS and ("dataset" in ds or "datasets" in ds):
-        ds = ds["dataset"] if "dataset" in ds else ds["datasets"][0]
-    return ds
-
-
 def _loader_pipeline(ds: dict[str, Any]) -> list[dict[str, Any]]:
-    return list(_innermost(ds).get("pipeline") or [])
+    return list(_engine.innermost(ds, WRAPPERS).get("pipeline") or [])
 
 
 def convert_data(src: dict[str, Any], out: dict[str, Any], report: Report, loop: _engine.Loop) -> _State:
@@ -451,13 +432,7 @@ def convert_data(src: dict[str, Any], out: dict[str, Any], report: Report, loop:
             loader["drop_last"] = True  # 0.x's train_segmentor dropped the last incomplete batch
         if persistent is not None:
             loader["persistent_workers"] = bool(persistent) and nwork > 0
-        for key in over:
-            if key == "shuffle":
-                loader["sampler"]["shuffle"] = over[key]
-            elif key in ("persistent_workers", "pin_memory", "drop_last"):
-                loader[key] = over[key]
-            else:
-                report.drop(f"data.{name}_dataloader.{key}", "no 1.x dataloader equivalent")
+        _engine.loader_options(loader, over, f"data.{name}_dataloader", report)
         out[f"{name}_dataloader"] = loader
         report.moved(f"data.{name}", f"{name}_dataloader.dataset")
         if test and state.tta is not None and "tta_pipeline" not in out:
@@ -472,7 +447,7 @@ def convert_data(src: dict[str, Any], out: dict[str, Any], report: Report, loop:
     if "val_dataloader" in out or evaluation is not None:
         _evaluators(evaluation, out, report, loop)
         evaluated = out.get("val_dataloader") or out.get("test_dataloader")
-        ignore = _innermost(evaluated["dataset"]).get("ignore_index", 255) if evaluated else 255
+        ignore = _engine.innermost(evaluated["dataset"], WRAPPERS).get("ignore_index", 255) if evaluated else 255
         if ignore != 255:  # 0.x's evaluation used its dataset's ignore_index; 1.x's IoUMetric has its own
             for name in ("val_evaluator", "test_evaluator"):
                 out[name]["ignore_index"] = ignore
@@ -498,28 +473,14 @@ def _evaluators(evaluation: dict[str, Any] | None, out: dict[str, Any], report: 
     out["val_evaluator"] = metric
     out["test_evaluator"] = copy.deepcopy(metric)
     report.moved("evaluation.metric", "val_evaluator / test_evaluator (IoUMetric)")
-    interval = evaluation.pop("interval", 1)
-    if "train_cfg" in out:
-        out["train_cfg"]["val_interval"] = interval
-        report.moved("evaluation.interval", "train_cfg.val_interval")
-    save_best = evaluation.pop("save_best", None)
-    rule = evaluation.pop("rule", None)
-    if save_best is not None:
-        hooks = out.setdefault("default_hooks", {})
-        hooks.setdefault("checkpoint", {"type": "CheckpointHook"})["save_best"] = save_best
-        if rule is not None:
-            hooks["checkpoint"]["rule"] = rule
-        report.moved("evaluation.save_best", "default_hooks.checkpoint.save_best")
-    for key in list(evaluation):
-        why = EVALUATION_DROPPED.get(key)
-        if why is None:
-            raise ConfigConversionError(
-                f"evaluation.{key}",
-                evaluation[key],
-                "MMSegmentation 1.x's evaluation takes interval (train_cfg.val_interval), metric (IoUMetric), "
-                "save_best and rule; set other options on val_evaluator in a 1.x config.",
-            )
-        report.drop(f"evaluation.{key}", why)
+    _engine.evaluation_schedule(
+        evaluation,
+        out,
+        report,
+        EVALUATION_DROPPED,
+        "MMSegmentation 1.x's evaluation takes interval (train_cfg.val_interval), metric (IoUMetric), "
+        "save_best and rule",
+    )
 
 
 # ----------------------------------------------------------------------------- model

@@ -47,6 +47,27 @@ LEGACY_META = (("mmdet_version", "2.", "MMDetection"),)
 DERIVED_BUFFERS = frozenset(("relative_coords_table", "relative_position_index"))
 
 
+#: MMCV 1.x's EMAHook registered one buffer per parameter on the model, ``ema_`` + its name with
+#: "." as "_" (MMDetection 2.x's EMA hooks one per state-dict entry, unless skip_buffers), and
+#: checkpoints kept them. Which held the average depends on the run (MMCV's hook swapped the
+#: averages into the parameters at each epoch's end, before the checkpoint hook saved; an
+#: iteration-based run never swapped); the legacy test tools loaded the parameters and left the
+#: buffers out (their non-strict load's warning), as mmfix does.
+EMA_PREFIX = "ema_"
+
+
+def _ema_backups(unexpected: list[str], target: Any) -> set[str]:
+    """Of the unexpected keys, a legacy EMA hook's backups: exactly one for each parameter (or each
+    state-dict entry) of ``target``; nothing if they are not exactly that set."""
+    ema = {k for k in unexpected if k.startswith(EMA_PREFIX) and "." not in k}
+    if not ema:
+        return set()
+    for names in ((name for name, _ in target.named_parameters()), target.state_dict().keys()):
+        if ema == {EMA_PREFIX + name.replace(".", "_") for name in names}:
+            return ema
+    return set()
+
+
 def note_model_from_2x(model_type: Any, what: str = "an MMDetection 2.x config") -> None:
     """Called by the legacy_config patch for every legacy config it converts."""
     if isinstance(model_type, str):
@@ -144,7 +165,18 @@ def _load_state_dict(wrapped: Callable[..., Any], instance: Any, args: tuple[Any
             buffers = {name for name, _ in target.named_buffers()}
             missing = [k for k in missing if not (k.rsplit(".", 1)[-1] in DERIVED_BUFFERS and k in buffers)]
         found["missing"] = missing
-        found["unexpected"] = list(incompatible.unexpected_keys)
+        unexpected = list(incompatible.unexpected_keys)
+        backups = _ema_backups(unexpected, target)
+        if backups:
+            _log.info(
+                f"the checkpoint holds a legacy EMA hook's {len(backups)} ema_* buffers beside the weights; "
+                "the weights load (what the legacy test tools loaded: after an epoch-based run the averaged "
+                "ones, which MMCV's EMAHook swapped in before saving) and the ema_* buffers are left out, as "
+                "those tools left them.",
+                key="legacy-checkpoint-ema-buffers",
+            )
+            unexpected = [k for k in unexpected if k not in backups]
+        found["unexpected"] = unexpected
 
     # MMEngine runs the root's load_state_dict post-hooks last, with every module's keys collected.
     handle = target.register_load_state_dict_post_hook(record)
