@@ -170,24 +170,40 @@ def torchvision_path(mmdet2_python: Path, tmp_path_factory: pytest.TempPathFacto
         return torchvision_overlay(mmdet2_python, folder)
 
 
-#: Test files by their cost (CPU seconds of a whole run on the 2-core machine, 2026-12-05), the
-#: heaviest first. Under pytest-xdist's `--dist loadfile` a file runs on one worker from its first
-#: test to its last; started last, a five-minute file keeps one worker busy while the other idles.
-#: So these start first and the many short files fill in at the end (longest-first scheduling). The
-#: order inside each file, and of every other file, is kept.
+#: Test files by their cost (seconds on one worker of a quiet parallel run on the 2-core machine,
+#: junit's, 2026-12-06), the heaviest first. Under pytest-xdist's `--dist loadfile` a file runs on
+#: one worker from its first test to its last; started last, a five-minute file keeps one worker
+#: busy while the other idles. So these start first and the many short files fill in at the end
+#: (longest-first scheduling). The order inside each file, and of every other file, is kept.
 HEAVY_FIRST = (
-    "integration/test_faults.py",
-    "integration/test_zoo_ops.py",
-    "integration/test_crafted_checkpoints.py",
-    "integration/test_family_0x_mmseg.py",
-    "integration/test_family_0x_mmcls.py",
-    "ops/test_mmdet3d_models.py",
-    "integration/test_legacy_checkpoints.py",
-    "integration/test_rebuilt_families_detr.py",
-    "integration/test_legacy_toolboxes.py",
-    "integration/test_legacy_configs.py",
-    "integration/test_legacy_commands.py",
+    "integration/test_faults.py",  # 464 s
+    "integration/test_zoo_ops.py",  # 295
+    "integration/test_crafted_checkpoints.py",  # 279
+    "integration/test_legacy_checkpoints.py",  # 197
+    "ops/test_mmdet3d_models.py",  # 183
+    "integration/test_rebuilt_families_detr.py",  # 145
+    "integration/test_legacy_toolboxes.py",  # 141
+    "integration/test_legacy_commands.py",  # 130
+    "integration/test_url_checkpoints.py",  # 122
+    "integration/test_legacy_configs.py",  # 103
+    "integration/test_checkpoints.py",  # 103
+    "integration/test_rebuilt_families_maskformer.py",  # 100
+    "integration/test_family_0x_mmseg.py",  # 98
+    "integration/test_patch_orderings.py",  # 98
+    "integration/test_shared_load_crafted.py",  # 80
+    "integration/test_distributed.py",  # 64
+    "integration/test_malicious_checkpoints.py",  # 63
+    "integration/test_special_files.py",  # 56
+    "integration/test_family_0x_mmcls.py",  # 52
 )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest-xdist (3.x) hands out a `--dist loadfile` run's files by their number of tests, most
+    # first, unless told not to: that overrode HEAVY_FIRST and sent the heaviest files (a few slow
+    # tests each) last, so one worker ran test_mmdet3d_models.py alone for minutes at the end.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
