@@ -25,20 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-
-def _strip_pretrained(node: Any) -> None:
-    # Pretrained backbones would be downloaded by init_weights(); the comparison needs seeded
-    # random weights only (the same tensors go to the 3.x side through the state dict).
-    if isinstance(node, dict):
-        if isinstance(node.get("init_cfg"), dict) and node["init_cfg"].get("type") == "Pretrained":
-            node["init_cfg"] = None
-        if "pretrained" in node:
-            node["pretrained"] = None
-        for value in node.values():
-            _strip_pretrained(value)
-    elif isinstance(node, list):
-        for value in node:
-            _strip_pretrained(value)
+from pretrained_free import strip_pretrained
 
 
 def _run_2x(args: argparse.Namespace) -> dict[str, Any]:
@@ -50,7 +37,7 @@ def _run_2x(args: argparse.Namespace) -> dict[str, Any]:
 
     cfg = Config.fromfile(args.config)
     model_cfg = cfg.model.to_dict() if hasattr(cfg.model, "to_dict") else dict(cfg.model)
-    _strip_pretrained(model_cfg)
+    strip_pretrained(model_cfg)
     cfg.model = model_cfg
     cfg.model["train_cfg"] = None
     torch.manual_seed(args.seed)

@@ -1,6 +1,6 @@
 """No checkpoint downloads while a test or benchmark builds a config's model.
 
-Dependency-free: imported by the tests, the benchmarks and the scripts they run inside the real
+Dependency-free: imported by the tests, the benchmarks and the workers and scripts they run inside the real
 2.x / 0.x environments (whose Python finds this folder on sys.path).
 """
 
