@@ -338,9 +338,21 @@ class _Machine:
         self._tree_epoch = 0
         self._mutations = 0
         self._tuple_arrays: dict[tuple[int, bool], tuple[tuple[Any, ...], bool]] = {}
+        # id(state) -> (state, the mutation count then, whether it holds numpy data)
+        self._state_arrays: dict[int, tuple[Any, int, bool]] = {}
         # id(members) -> (members, how many, work hashing them cost): set(L) of one memoised L
         # reused many times is charged in full each time but worked out once.
         self._hashed: dict[int, tuple[Any, int, int]] = {}
+        # id(text) -> (text, whether latin-1 holds it): one memoised string encoded many times is
+        # scanned once (each scan of a megabyte string is ~10 ms; a 1 MB file that encodes its
+        # one string 3,000 times took the check 3.7 s before the memory budget refused it).
+        self._latin1: dict[int, tuple[str, bool]] = {}
+
+    def _latin1_holds(self, text: str) -> bool:
+        known = self._latin1.get(id(text))
+        if known is None:
+            known = self._latin1[id(text)] = (text, text.isascii() or max(text) <= "\xff")
+        return known[1]
 
     def finish(self) -> None:
         """What mmfix checks once a load has ended (see ``escapes``): every HistoryBuffer got its
@@ -577,9 +589,17 @@ class _Machine:
         so one big tuple shared by many states costs its length once, not at every state."""
         items = state.items if isinstance(state, Dict) else state if isinstance(state, tuple) else ()
         self.cost.charge(work=len(items), what="looking for numpy data in object states")
-        return any(
+        # Charged in full each time (the loader does that work each time), looked through once while
+        # nothing changed: one 50,000-key state BUILT again and again took the check seconds of
+        # Python before its budget refused the file.
+        hit = self._state_arrays.get(id(state))
+        if hit is not None and hit[0] is state and hit[1] == self._mutations:
+            return hit[2]
+        found = any(
             isinstance(kv, Array) or (isinstance(kv, tuple) and self._tuple_holds_array(kv, True)) for kv in items
         )
+        self._state_arrays[id(state)] = (state, self._mutations, found)
+        return found
 
     def _tuple_holds_array(self, tup: tuple[Any, ...], deep: bool) -> bool:
         hit = self._tuple_arrays.get((id(tup), deep))
@@ -803,7 +823,7 @@ class _Machine:
         try:
             if name == "_codecs.encode":
                 if isinstance(args, tuple) and len(args) == 2 and isinstance(args[0], str) and args[1] == "latin1":
-                    if args[0] and max(args[0]) > "\xff":
+                    if args[0] and not self._latin1_holds(args[0]):
                         self.problem("it encodes text as latin-1 that latin-1 cannot hold")
                         return Opaque("bytes")
                     # Small ones (type codes, scalars) are checked exactly; large ones only by length.

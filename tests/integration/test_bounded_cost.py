@@ -27,10 +27,11 @@ from hypothesis import HealthCheck, given, settings
 
 from conftest import REPO, clean_env, run
 
-# `alone`: stock torch's control measures what each costly file costs it (seconds, peak memory)
-# against fixed marks, which other processes on the same cores blur (the README's test command
-# runs these after the parallel part, by themselves; mmfix's own bounds are CPU time).
-pytestmark = [pytest.mark.slow, pytest.mark.alone]
+# Every mark here is CPU time or memory, never wall time: the crafted worker stops a load at its
+# CPU-time limit (RLIMIT_CPU), so a busy machine changes no verdict and these run in the parallel
+# part of the suite (until stop 41 they ran alone: stock's control was stopped by a wall-clock
+# alarm, which under load gave it less CPU than its 5 s mark).
+pytestmark = pytest.mark.slow
 WORKER = REPO / "tests" / "crafted_worker.py"
 CLEAN = {"CheckpointRefusedError", "CheckpointCorruptError"}
 SECONDS = 10.0  # CPU seconds per load; the loads measured here take under 3 s
@@ -86,9 +87,9 @@ def test_every_costly_file_is_refused_quickly_by_every_loader(corpus) -> None:
 
 def test_stock_torch_hangs_or_allocates_on_each(corpus) -> None:
     """The control: the same files, loaded by stock torch.load(weights_only=True), each stopped
-    after 8 s or at the 4 GiB limit (and those stock refuses at once, refused at once)."""
+    after 6 s of CPU or at the 4 GiB limit (and those stock refuses at once, refused at once)."""
     files = {n: p for n, (_, p) in corpus.items() if n not in MMFIX_ONLY}
-    outcomes = _work("stock", list(files.values()), 8)
+    outcomes = _work("stock", list(files.values()), 6)
     for name in files:
         row = outcomes[name]
         if name in STOCK_REFUSES:

@@ -30,7 +30,7 @@ from checkpoint_payloads import (
     payloads,
     write_checkpoint,
 )
-from conftest import REPO, clean_env, run, run_python
+from conftest import REPO, clean_env, run, run_mmfix_cli, run_python
 
 pytestmark = pytest.mark.slow
 WORKER = REPO / "tests" / "crafted_worker.py"
@@ -118,7 +118,7 @@ payload = torch.load({str(corpus['cyclic_tuple_with_array'][1])!r})["payload"]
 lst, arr = payload[0]
 print(type(arr).__name__, lst[0] is payload[0], type(lst[0][1]).__name__)
 """
-    assert run_python(code, env=clean_env()).stdout.strip().splitlines()[-1] == "ndarray True ndarray"
+    assert run_python(code, env=clean_env(), warm=True).stdout.strip().splitlines()[-1] == "ndarray True ndarray"
 
 
 def test_stock_torch_refuses_every_file_quickly(corpus, outcomes) -> None:
@@ -188,10 +188,10 @@ except Exception as e:
     print(type(e).__name__, "|", e)
 """
     # Refused, and the message offers no copy-paste trust line for it.
-    out = run_python(code, env=clean_env()).stdout
+    out = run_python(code, env=clean_env(), warm=True).stdout
     assert out.startswith("CheckpointRefusedError |") and "export MMFIX_TRUSTED_GLOBALS" not in out, out
     # Trusting it by name is refused too: the loader still refuses, nothing runs.
-    proc = run_python(code, env=clean_env(MMFIX_TRUSTED_GLOBALS=spelled))
+    proc = run_python(code, env=clean_env(MMFIX_TRUSTED_GLOBALS=spelled), warm=True)
     assert any(line.startswith("CheckpointRefusedError |") for line in proc.stdout.splitlines()), proc.stdout
     assert "mmfix never trusts it" in proc.stdout + proc.stderr  # MMEngine's logger prints to stdout
     assert not marker.exists()
@@ -212,6 +212,7 @@ ts.add_safe_globals([np.dtype, np.ndarray, multiarray._reconstruct, multiarray.s
         env=clean_env(MMFIX_DISABLE="1"),
         check=False,
         timeout=60,
+        warm=True,
     )
     assert crash.returncode < 0 or crash.returncode > 128, (crash.returncode, crash.stderr[-500:])
     start = time.monotonic()
@@ -221,6 +222,7 @@ ts.add_safe_globals([np.dtype, np.ndarray, multiarray._reconstruct, multiarray.s
             env=clean_env(MMFIX_DISABLE="1"),
             check=False,
             timeout=10,
+            warm=True,
         )
     assert time.monotonic() - start >= 9
 
@@ -233,7 +235,7 @@ from mmengine.logging.history_buffer import HistoryBuffer
 torch.load({str(corpus['history_buffer_mean_as_max'][1])!r}, weights_only=False)
 print(HistoryBuffer._statistics_methods['mean'] is HistoryBuffer.max)
 """
-    assert run_python(code, env=clean_env(MMFIX_DISABLE="1")).stdout.strip() == "True"
+    assert run_python(code, env=clean_env(MMFIX_DISABLE="1"), warm=True).stdout.strip() == "True"
 
 
 def test_inspect_cli_reads_crafted_files_quickly_and_never_says_loads(corpus) -> None:
@@ -246,7 +248,7 @@ def test_inspect_cli_reads_crafted_files_quickly_and_never_says_loads(corpus) ->
         "getattr_on_numpy",
     ):
         start = time.monotonic()
-        proc = run([sys.executable, "-m", "mmfix", "inspect", str(corpus[name][1])], timeout=60)
+        proc = run_mmfix_cli("inspect", str(corpus[name][1]), timeout=60)
         assert time.monotonic() - start < 30, name
         assert "loads with weights_only=True" not in proc.stdout, (name, proc.stdout)
         assert proc.returncode in (0, 1), (name, proc.returncode, proc.stderr[-500:])
@@ -270,7 +272,7 @@ def test_trusting_a_class_that_writes_files_is_refused_and_the_victim_survives(t
     )
     prelude = f"torch.serialization.add_safe_globals([{module}.{attr}, socketserver.BaseRequestHandler])\n"
     control = f"import socketserver, torch, {module}\n" + prelude + code
-    run_python(limits + control, env=clean_env(MMFIX_DISABLE="1"), timeout=60, check=False)
+    run_python(limits + control, env=clean_env(MMFIX_DISABLE="1"), timeout=60, check=False, warm=True)
     wrote = victim.read_text() != "precious" if truncates else victim.exists()
     assert wrote, "the control did not write: the payload is not real"
     # mmfix: trusted by name (both ways) and loaded through each loader: refused, the victim intact.
@@ -289,7 +291,7 @@ for load in (lambda p: torch.load(p), lambda p: torch.load(p, weights_only=True)
     except Exception as e:
         print(type(e).__name__)
 """
-    proc = run_python(limits + loads, env=clean_env(MMFIX_TRUSTED_GLOBALS=spelled), timeout=120, check=False)
+    proc = run_python(limits + loads, env=clean_env(MMFIX_TRUSTED_GLOBALS=spelled), timeout=120, check=False, warm=True)
     assert [line for line in proc.stdout.splitlines() if line.isidentifier() or line == "LOADED"] == [
         "CheckpointRefusedError"
     ] * 4, proc.stdout + proc.stderr[-2000:]

@@ -8,13 +8,12 @@ with weights_only=True — which is why mmfix registers a restricted stand-in in
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 from checkpoint_payloads import build_corpus, payloads
-from conftest import clean_env, run, run_python
+from conftest import clean_env, run_mmfix_cli, run_python
 
 pytestmark = pytest.mark.slow  # every payload through every loader
 
@@ -54,7 +53,7 @@ for name, path in {json.dumps(files)}.items():
         out[name] = [type(e).__name__, str(e)]
 print("RESULT " + json.dumps(out))
 """
-    proc = run_python(code, env=env, timeout=300, check=False)
+    proc = run_python(code, env=env, timeout=300, check=False, warm=True)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     assert lines, proc.stderr
     return json.loads(lines[-1][7:])
@@ -81,7 +80,7 @@ def test_hold_all_also_refuses_explicit_weights_only_false(corpus) -> None:
 
 def test_inspect_reads_every_payload_without_running_it(corpus) -> None:
     for name, (path, marker) in corpus.items():
-        proc = run([sys.executable, "-m", "mmfix", "inspect", "--json", str(path)])
+        proc = run_mmfix_cli("inspect", "--json", str(path))
         assert proc.returncode == 0, (name, proc.stderr)
         report = json.loads(proc.stdout)
         assert report["top_level_keys"] == ["state_dict", "payload"]
