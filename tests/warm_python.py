@@ -74,7 +74,12 @@ def _child(request: dict, out_path: str, err_path: str) -> None:
             print(stop.code, file=sys.stderr)
             status = 1
     except BaseException:
-        traceback.print_exc()
+        # as the interpreter reports it: through sys.excepthook, which the code may have replaced
+        # (mmfix's names a refused checkpoint in one paragraph)
+        try:
+            sys.excepthook(*sys.exc_info())
+        except BaseException:
+            traceback.print_exc()
         status = 1
     try:
         atexit._run_exitfuncs()

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -217,10 +219,16 @@ def _refusal(stderr: str) -> tuple[str, str]:
     return ours, torchs
 
 
+def run_warm(code: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    """These tests are about what a load says and does, not how a process starts: a fork of the
+    warm interpreter (conftest.run_python's ``warm``)."""
+    return run_python(code, warm=True, **kwargs)
+
+
 def test_refused_checkpoint_error_says_file_globals_and_how_to_trust(custom_checkpoint: Path) -> None:
     env = clean_env(PYTHONPATH=str(custom_checkpoint.parent))
     # The user's code defines the class (it is imported): mmfix checks the object and offers the line.
-    proc = run_python(f"import mmfix, torch, mymod; torch.load({str(custom_checkpoint)!r})", env=env, check=False)
+    proc = run_warm(f"import mmfix, torch, mymod; torch.load({str(custom_checkpoint)!r})", env=env, check=False)
     assert proc.returncode == 1
     last, torchs = _refusal(proc.stderr)
     assert last.startswith("mmfix.CheckpointRefusedError: refused to load checkpoint")
@@ -232,24 +240,24 @@ def test_refused_checkpoint_error_says_file_globals_and_how_to_trust(custom_chec
     assert "malicious" not in last
     # A class with its own __init__: named, explained, no copy-paste line.
     builder = custom_checkpoint.parent / "builder.pth"
-    run_python(f"import torch, mymod; torch.save({{'obj': mymod.Builder(5)}}, {str(builder)!r})", env=env)
-    proc = run_python(f"import mmfix, torch, mymod; torch.load({str(builder)!r})", env=env, check=False)
+    run_warm(f"import torch, mymod; torch.save({{'obj': mymod.Builder(5)}}, {str(builder)!r})", env=env)
+    proc = run_warm(f"import mmfix, torch, mymod; torch.load({str(builder)!r})", env=env, check=False)
     last = _refusal(proc.stderr)[0]
     assert "mymod.Builder" in last and "its own __init__" in last and "export MMFIX_TRUSTED_GLOBALS" not in last
     # Not imported: mmfix never imports a module a file names, so it cannot vouch for it and offers no line.
-    proc = run_python(f"import mmfix, torch; torch.load({str(custom_checkpoint)!r})", env=env, check=False)
+    proc = run_warm(f"import mmfix, torch; torch.load({str(custom_checkpoint)!r})", env=env, check=False)
     last = _refusal(proc.stderr)[0]
     assert "mymod.Custom" in last and "not imported" in last and "export MMFIX_TRUSTED_GLOBALS" not in last
     # both ways of trusting work
     ok_env = clean_env(PYTHONPATH=str(custom_checkpoint.parent), MMFIX_TRUSTED_GLOBALS="mymod.Custom")
     assert (
-        run_python(
+        run_warm(
             f"import mmfix, torch; print(torch.load({str(custom_checkpoint)!r})['obj'].v)", env=ok_env
         ).stdout.strip()
         == "5"
     )
     code = f"import mmfix, torch; mmfix.trust_globals('mymod.Custom'); print(torch.load({str(custom_checkpoint)!r})['obj'].v)"
-    assert run_python(code, env=env).stdout.strip() == "5"
+    assert run_warm(code, env=env).stdout.strip() == "5"
     # it is still an UnpicklingError for code written against stock torch
     code = f"""
 import mmfix, torch, pickle
@@ -258,11 +266,12 @@ try:
 except pickle.UnpicklingError as e:
     print(type(e).__name__, e.path == {str(custom_checkpoint)!r}, e.globals)
 """
-    assert run_python(code, env=env).stdout.strip() == "CheckpointRefusedError True ('mymod.Custom',)"
+    assert run_warm(code, env=env).stdout.strip() == "CheckpointRefusedError True ('mymod.Custom',)"
 
 
 def test_hostile_globals_are_never_trusted(tmp_path: Path) -> None:
     env = clean_env(MMFIX_TRUSTED_GLOBALS="builtins.getattr,posix.system,os.system")
+    # cold: what a process without MMEngine imported registers (the warm one has it)
     proc = run_python(
         "import mmfix, torch, torch.serialization as ts; "
         "print(sorted(n for n in torch._weights_only_unpickler._get_user_allowed_globals() "
@@ -281,19 +290,19 @@ g = {{"__name__": "mmengine.runner.checkpoint", "torch": torch}}
 exec("def load(f):\\n    return torch.load(f, map_location='cpu', weights_only=False)", g)
 g["load"]({str(custom_checkpoint)!r})
 """
-    held = run_python(as_mmengine, env=env, check=False)
+    held = run_warm(as_mmengine, env=env, check=False)
     assert held.returncode == 1 and "CheckpointRefusedError" in held.stderr
     assert "mmfix held it to the safe loader" in held.stderr
-    let_through = run_python(
+    let_through = run_warm(
         as_mmengine.replace('g["load"](', 'print(g["load"](').rstrip() + "['obj'].v)",
         env=clean_env(PYTHONPATH=str(custom_checkpoint.parent), MMFIX_HOLD_WEIGHTS_ONLY="off"),
     )
     assert let_through.stdout.strip() == "5"
-    user = run_python(
+    user = run_warm(
         f"import mmfix, torch; print(torch.load({str(custom_checkpoint)!r}, weights_only=False)['obj'].v)", env=env
     )
     assert user.stdout.strip() == "5"
-    held_all = run_python(
+    held_all = run_warm(
         f"import mmfix, torch; torch.load({str(custom_checkpoint)!r}, weights_only=False)",
         env=clean_env(PYTHONPATH=str(custom_checkpoint.parent), MMFIX_HOLD_WEIGHTS_ONLY="all"),
         check=False,
