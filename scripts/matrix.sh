@@ -13,7 +13,7 @@
 # cell's pinned requirements, `-e .`, and the lines of REQUIREMENT_FILES for every package the cell
 # does not pin itself (requirements/test.txt's test tools less ruff and mypy, which are the lint
 # run's; requirements/mmdet.txt's mmcv-lite and MMDetection, pure Python: the `not slow` suite's
-# ops tests drive mmfix's ops through mmcv's Python API). Then `python -m pytest -q -m "not slow"`,
+# ops tests drive mmfix's ops through mmcv's Python API). Then `python -m pytest -q -m "not slow or matrix"`,
 # the checkpoint-security tests (SECURITY_TESTS) and today's-stack tests (STACK_TESTS), both
 # marked slow. Prints PASS/FAIL per cell with the time taken (install + tests) and exits non-zero
 # if any cell fails. The pip output and each pytest run's full output are in
@@ -266,7 +266,7 @@ run_cell() {
         own_args=("${own_args[@]:1}")
         cell_pytest "$name" "$venv" "${own_switches[@]}" -- "${own_args[@]}" || rc=1
     else
-        cell_pytest "$name" "$venv" -- -m "not slow" || rc=1
+        cell_pytest "$name" "$venv" -- -m "not slow or matrix" || rc=1
         cell_pytest "$name" "$venv" -- "${SECURITY_TESTS[@]}" || rc=1
         cell_pytest "$name" "$venv" "${stack[@]}" -- "${STACK_TESTS[@]}" || rc=1
     fi
