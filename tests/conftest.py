@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+import atexit
 import contextlib
+import json
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -97,8 +100,12 @@ def run(
     proc = subprocess.run(
         args, env=env if env is not None else clean_env(), cwd=cwd, capture_output=True, text=True, timeout=timeout
     )
+    return _checked(proc, check)
+
+
+def _checked(proc: subprocess.CompletedProcess[str], check: bool) -> subprocess.CompletedProcess[str]:
     if check and proc.returncode != 0:
-        raise AssertionError(f"{args} exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
+        raise AssertionError(f"{proc.args} exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
     return proc
 
 
@@ -154,9 +161,6 @@ class _WarmPython:
         return server
 
     def __init__(self, env: dict[str, str]) -> None:
-        import atexit
-        import tempfile
-
         self.log = tempfile.TemporaryFile(mode="w+")  # its own stderr, for an error that ends it
         self.proc = subprocess.Popen(
             [sys.executable, str(REPO / "tests" / "warm_python.py")],
@@ -178,8 +182,6 @@ class _WarmPython:
     def run(
         self, code: str, *, env: dict[str, str], cwd: str | Path | None, check: bool, timeout: float
     ) -> subprocess.CompletedProcess[str]:
-        import json
-
         assert self.proc.stdin and self.proc.stdout
         request = {"code": code, "env": env, "cwd": str(cwd or os.getcwd()), "timeout": timeout}
         self.proc.stdin.write(json.dumps(request) + "\n")
@@ -191,10 +193,7 @@ class _WarmPython:
         args = [sys.executable, "-c", code]
         if reply["timed_out"]:
             raise subprocess.TimeoutExpired(args, timeout, reply["stdout"], reply["stderr"])
-        proc = subprocess.CompletedProcess(args, reply["returncode"], reply["stdout"], reply["stderr"])
-        if check and proc.returncode != 0:
-            raise AssertionError(f"{args} exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
-        return proc
+        return _checked(subprocess.CompletedProcess(args, reply["returncode"], reply["stdout"], reply["stderr"]), check)
 
     def close(self) -> None:
         if self.proc.poll() is None:
