@@ -34,7 +34,11 @@ from conftest import REPO, clean_env, run
 pytestmark = pytest.mark.slow
 WORKER = REPO / "tests" / "crafted_worker.py"
 CLEAN = {"CheckpointRefusedError", "CheckpointCorruptError"}
-SECONDS = 10.0  # CPU seconds per load; the loads measured here take under 3 s
+SECONDS = 2.5  # CPU seconds per load; the loads measured here take under 0.5 s (2026-12-06)
+# Stock torch, the control, is stopped after this much CPU time: past mmfix's bound, so a file
+# it is stopped on costs a naive loader more than mmfix may ever spend (and 6x what mmfix
+# spends at most), without spending minutes of CI per environment on showing it (issue 29).
+STOCK_CPU_S = 4  # whole seconds: RLIMIT_CPU's unit
 MEMORY_MIB = 384  # beyond what the process held before the load
 # Files whose cost lies in mmfix's own paths only (stock torch refuses numpy at once, and
 # stock zipfile is not on torch.load's path): no stock control.
@@ -87,9 +91,9 @@ def test_every_costly_file_is_refused_quickly_by_every_loader(corpus) -> None:
 
 def test_stock_torch_hangs_or_allocates_on_each(corpus) -> None:
     """The control: the same files, loaded by stock torch.load(weights_only=True), each stopped
-    after 6 s of CPU or at the 4 GiB limit (and those stock refuses at once, refused at once)."""
+    after STOCK_CPU_S of CPU or at the 4 GiB limit (and those stock refuses at once, refused at once)."""
     files = {n: p for n, (_, p) in corpus.items() if n not in MMFIX_ONLY}
-    outcomes = _work("stock", list(files.values()), 6)
+    outcomes = _work("stock", list(files.values()), STOCK_CPU_S)
     for name in files:
         row = outcomes[name]
         if name in STOCK_REFUSES:
@@ -108,7 +112,7 @@ def test_stock_torch_hangs_or_allocates_on_each(corpus) -> None:
         allocated = result[0] in ("MemoryError", "RuntimeError") and (
             "alloc" in result[1] or result[1] == "" or "bad_alloc" in result[1]
         )
-        assert allocated or seconds >= 5 or mib >= 1024 or name == "zero_stride_tensor_alone", (
+        assert allocated or seconds >= STOCK_CPU_S - 1 or mib >= 1024 or name == "zero_stride_tensor_alone", (
             name,
             result,
             seconds,
