@@ -16,7 +16,7 @@ import copy
 from typing import Any, Callable, Iterable
 
 from .._errors import ConfigConversionError
-from . import _engine, _mmdet, _mmpretrain, _mmseg, _toolbox
+from . import _engine, _mmdet, _mmpose, _mmpretrain, _mmseg, _toolbox
 from ._report import Report
 from ._toolbox import Detection, Loader
 
@@ -195,6 +195,7 @@ CONVERTERS: dict[str, Callable[[dict[str, Any], dict[str, Any], Report], None]] 
     "mmdet": _mmdet_rules,
     "mmseg": _mmseg.rules,
     "mmpretrain": _mmpretrain.rules,
+    "mmpose": _mmpose.rules,
 }
 
 

@@ -1,0 +1,404 @@
+"""MMPose 0.x rules (first part: top-down heatmap models): model, codec, pipelines, datasets, evaluators.
+
+MMPose 1.x rebuilt the top-down path around one *codec* that both the pipeline (``GenerateTarget``)
+and the head (its ``decoder``) use, where 0.x spread it over ``data_cfg`` (``image_size``,
+``heatmap_size``), ``TopDownGenerateTarget`` (``sigma``, ``encoding``, ``unbiased_encoding``) and the
+model's ``test_cfg`` (``post_process``, ``modulate_kernel``). ``TopDown`` is ``TopdownPoseEstimator``,
+``keypoint_head`` is ``head`` (``TopdownHeatmapSimpleHead`` → ``HeatmapHead``, whose own load hook
+renames a 0.x head's state dict), ``NormalizeTensor`` after ``ToTensor`` is the
+``PoseDataPreprocessor`` (×255, RGB: 0.x loaded images as RGB), ``TopDown*Dataset`` are the 1.x
+datasets with ``data_mode='topdown'``, and ``evaluation.metric='mAP'`` is a ``CocoMetric`` with
+``data_cfg``'s keypoint-score and OKS-NMS thresholds. 0.x's random box augmentations draw from
+other distributions than 1.x's ``RandomBBoxTransform`` / ``RandomHalfBody``: a converted config
+names mmfix's copies of the 0.x ones (mmfix/_legacy_models/mmpose.py).
+
+Rows are as data, read from MMPose 0.29.0's and 1.3.2's code and 1.x's migration guide
+(docs/en/migration.md). What this part does not convert yet (bottom-up, 3D, regression heads,
+UDP / Megvii encodings) stops with a ``ConfigConversionError`` that says so, never converted
+halfway.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from .._errors import ConfigConversionError
+from . import _engine
+from ._report import Report
+
+LEGACY_MODULE = "mmfix._legacy_models.mmpose"
+
+#: 0.x top-down dataset -> its 1.x class (``data_mode='topdown'``).
+TOPDOWN_DATASETS: dict[str, str] = {
+    "TopDownCocoDataset": "CocoDataset",
+    "TopDownMpiiDataset": "MpiiDataset",
+    "TopDownMpiiTrbDataset": "MpiiTrbDataset",
+    "TopDownAicDataset": "AicDataset",
+    "TopDownCrowdPoseDataset": "CrowdPoseDataset",
+    "TopDownOCHumanDataset": "OCHumanDataset",
+    "TopDownPoseTrack18Dataset": "PoseTrack18Dataset",
+    "TopDownJhmdbDataset": "JhmdbDataset",
+    "TopDownMhpDataset": "MhpDataset",
+    "TopDownHalpeDataset": "HalpeDataset",
+    "TopDownCocoWholeBodyDataset": "CocoWholeBodyDataset",
+    "AnimalAP10KDataset": "AP10KDataset",
+    "AnimalATRWDataset": "ATRWDataset",
+    "AnimalFlyDataset": "FlyDataset",
+    "AnimalHorse10Dataset": "Horse10Dataset",
+    "AnimalLocustDataset": "LocustDataset",
+    "AnimalMacaqueDataset": "MacaqueDataset",
+    "AnimalPoseDataset": "AnimalPoseDataset",
+    "AnimalZebraDataset": "ZebraDataset",
+    "FaceWFLWDataset": "WFLWDataset",
+    "FaceCOFWDataset": "COFWDataset",
+    "FaceAFLWDataset": "AFLWDataset",
+    "Face300WDataset": "Face300WDataset",
+    "FaceCocoWholeBodyDataset": "CocoWholeBodyFaceDataset",
+    "OneHand10KDataset": "OneHand10KDataset",
+    "FreiHandDataset": "FreiHandDataset",
+    "Rhd2DDataset": "Rhd2DDataset",
+    "HandCocoWholeBodyDataset": "CocoWholeBodyHandDataset",
+    "PanopticDataset": "PanopticHand2DDataset",
+    "DeepFashionDataset": "DeepFashionDataset",
+}
+#: 0.x heatmap losses -> 1.x's, where 1.x computes the same (checked: tests/unit/test_config_mmpose.py).
+LOSSES = {"JointsMSELoss": "KeypointMSELoss"}
+#: 0.x formatting steps: the data preprocessor and PackPoseInputs do them in 1.x.
+PACKING = ("ToTensor", "Collect")
+WRAPPERS = ("RepeatDataset", "ConcatDataset")
+TOOLBOX = "MMPose"
+
+
+class _State:
+    """What the pipelines and ``data_cfg`` told that the model section needs."""
+
+    def __init__(self) -> None:
+        self.normalize: dict[str, Any] | None = None
+        self.rgb = True  # 0.x's LoadImageFromFile: channel_order='rgb'
+        self.target: dict[str, Any] | None = None  # TopDownGenerateTarget's arguments
+        self.image_size: tuple[int, int] | None = None
+        self.heatmap_size: tuple[int, int] | None = None
+        self.data_cfg: dict[str, Any] = {}
+
+
+def _not_yet(key: str, value: Any, what: str) -> ConfigConversionError:
+    return ConfigConversionError(
+        key,
+        value,
+        f"mmfix converts MMPose 0.x's top-down heatmap configs so far; {what} is not converted yet. "
+        "Write the 1.x equivalent (MMPose's docs/en/migration.md) or run it with MMPose 0.x.",
+    )
+
+
+# ----------------------------------------------------------------------------- codec
+def _size(value: Any, key: str) -> tuple[int, int]:
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
+        raise ConfigConversionError(key, value, "MMPose 0.x took [width, height]")
+    return int(value[0]), int(value[1])
+
+
+def codec(state: _State, test_cfg: dict[str, Any]) -> dict[str, Any]:
+    """The 1.x codec that encodes the targets and decodes the heatmaps as 0.x's three places did."""
+    if state.image_size is None or state.heatmap_size is None:
+        raise ConfigConversionError(
+            "data_cfg", None, "MMPose 0.x top-down configs give data_cfg.image_size and data_cfg.heatmap_size"
+        )
+    target = dict(state.target or {})
+    encoding = target.pop("encoding", "MSRA")
+    if encoding != "MSRA" or target.get("target_type", "GaussianHeatmap") != "GaussianHeatmap":
+        raise _not_yet("TopDownGenerateTarget.encoding", encoding, f"the {encoding} encoding")
+    unbiased = bool(target.pop("unbiased_encoding", False))
+    post = test_cfg.get("post_process", "default")
+    if post not in ("default", "unbiased") or (post == "unbiased") != unbiased:
+        # 1.x's MSRAHeatmap encodes and decodes with one `unbiased`; 0.x set them apart
+        raise _not_yet("model.test_cfg.post_process", post, "decoding other than the encoding's")
+    out: dict[str, Any] = {
+        "type": "MSRAHeatmap",
+        "input_size": state.image_size,
+        "heatmap_size": state.heatmap_size,
+        "sigma": target.pop("sigma", 2),
+    }
+    if unbiased:
+        out["unbiased"] = True
+        out["blur_kernel_size"] = test_cfg.get("modulate_kernel", 11)
+    target.pop("kernel", None)  # the Megvii encoding's; MSRA ignores it
+    target.pop("target_type", None)
+    for key in target:
+        raise _not_yet(f"TopDownGenerateTarget.{key}", target[key], f"its argument {key}")
+    return out
+
+
+# ----------------------------------------------------------------------------- pipelines
+def _transform(t: dict[str, Any], state: _State, out: dict[str, Any], report: Report, where: str) -> Any:
+    t = dict(t)
+    kind = t.pop("type")
+    if kind == "LoadImageFromFile":
+        state.rgb = t.pop("channel_order", "rgb") == "rgb"
+        new = {"type": "LoadImage", **t}
+    elif kind == "TopDownGetBboxCenterScale":
+        new = {"type": "GetBBoxCenterScale", "padding": t.pop("padding", 1.25)}
+    elif kind == "TopDownRandomFlip":
+        new = {"type": "RandomFlip", "direction": "horizontal", "prob": t.pop("flip_prob", 0.5)}
+    elif kind == "TopDownAffine":
+        new = {"type": "TopdownAffine", "input_size": "CODEC_INPUT_SIZE", "use_udp": t.pop("use_udp", False)}
+        if new["use_udp"]:
+            raise _not_yet(f"{where}: TopDownAffine.use_udp", True, "the UDP encoding")
+    elif kind in ("TopDownRandomShiftBboxCenter", "TopDownGetRandomScaleRotation", "TopDownHalfBodyTransform"):
+        new = {"type": kind, **t}
+        if kind == "TopDownHalfBodyTransform":
+            new["image_size"] = "CODEC_INPUT_SIZE"
+        _engine.legacy_component(new, out, report, where, kind + "0x", LEGACY_MODULE)
+        return new
+    elif kind == "NormalizeTensor":
+        state.normalize = t
+        report.moved(f"{where}: NormalizeTensor", "model.data_preprocessor (mean/std ×255)")
+        return None
+    elif kind == "TopDownGenerateTarget":
+        state.target = t
+        return {"type": "GenerateTarget", "encoder": "CODEC"}
+    elif kind in PACKING:
+        if kind == "Collect":
+            report.moved(f"{where}: Collect", "PackPoseInputs (1.x's own meta keys)")
+            return {"type": "PackPoseInputs"}
+        return None
+    else:
+        raise _not_yet(f"{where}: {kind}", kind, f"the transform {kind}")
+    return new
+
+
+def _fill(node: Any, codec_cfg: dict[str, Any]) -> Any:
+    if node == "CODEC":
+        return copy.deepcopy(codec_cfg)
+    if node == "CODEC_INPUT_SIZE":
+        return codec_cfg["input_size"]
+    if isinstance(node, dict):
+        return {k: _fill(v, codec_cfg) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_fill(v, codec_cfg) for v in node]
+    return node
+
+
+def convert_pipeline(
+    pipeline: list[dict[str, Any]], state: _State, out: dict[str, Any], report: Report, where: str
+) -> list[dict[str, Any]]:
+    steps = [_transform(t, state, out, report, where) for t in pipeline]
+    return [s for s in steps if s is not None]
+
+
+# ----------------------------------------------------------------------------- data
+def _dataset(ds: dict[str, Any], state: _State, out: dict[str, Any], report: Report, where: str) -> dict[str, Any]:
+    ds = dict(ds)
+    kind = ds.pop("type")
+    if kind in WRAPPERS:
+        inner = "datasets" if kind == "ConcatDataset" else "dataset"
+        items = ds[inner]
+        ds[inner] = (
+            [_dataset(d, state, out, report, where) for d in items]
+            if isinstance(items, list)
+            else _dataset(items, state, out, report, where)
+        )
+        return {"type": kind, **ds}
+    new_type = TOPDOWN_DATASETS.get(kind)
+    if new_type is None:
+        raise _not_yet(f"{where}.type", kind, f"the dataset {kind}")
+    data_cfg = dict(ds.pop("data_cfg", {}) or {})
+    if data_cfg:
+        state.data_cfg = data_cfg
+        state.image_size = _size(data_cfg.get("image_size"), f"{where}.data_cfg.image_size")
+        state.heatmap_size = _size(data_cfg.get("heatmap_size"), f"{where}.data_cfg.heatmap_size")
+    new: dict[str, Any] = {"type": new_type, "data_mode": "topdown"}
+    if "ann_file" in ds:
+        new["ann_file"] = ds.pop("ann_file")
+    if "img_prefix" in ds:
+        new["data_prefix"] = {"img": ds.pop("img_prefix")}
+    info = ds.pop("dataset_info", None)
+    if info is not None:
+        new["metainfo"] = info
+    test = bool(ds.pop("test_mode", False)) or where != "data.train"
+    if test:
+        new["test_mode"] = True
+        if not data_cfg.get("use_gt_bbox", True):
+            new["bbox_file"] = data_cfg.get("bbox_file")
+            thr = data_cfg.get("det_bbox_thr", 0.0)
+            if thr:
+                new["filter_cfg"] = {"bbox_score_thr": thr}
+    pipeline = ds.pop("pipeline", None)
+    if pipeline is not None:
+        new["pipeline"] = convert_pipeline(pipeline, state, out, report, f"{where}.pipeline")
+    for key in ds:
+        raise _not_yet(f"{where}.{key}", ds[key], f"the dataset argument {key}")
+    report.moved(f"{where}: {kind}", f"{new_type}(data_mode='topdown')")
+    return new
+
+
+def _evaluators(evaluation: dict[str, Any], out: dict[str, Any], state: _State, report: Report) -> None:
+    evaluation = dict(evaluation)
+    metric = evaluation.pop("metric", "mAP")
+    names = [metric] if isinstance(metric, str) else list(metric)
+    if names != ["mAP"]:
+        raise _not_yet("evaluation.metric", metric, f"the metric {metric!r}")
+    data_cfg = state.data_cfg
+    loader = out.get("val_dataloader") or out.get("test_dataloader")
+    metric_cfg: dict[str, Any] = {
+        "type": "CocoMetric",
+        "score_mode": "bbox_keypoint",
+        "keypoint_score_thr": data_cfg.get("vis_thr", 0.2),
+        "nms_mode": ("soft_oks_nms" if data_cfg.get("soft_nms", False) else "oks_nms")
+        if data_cfg.get("use_nms", True)
+        else "none",
+        "nms_thr": data_cfg.get("oks_thr", 0.9),
+    }
+    if loader is not None:
+        metric_cfg["ann_file"] = _engine.innermost(loader["dataset"], WRAPPERS).get("ann_file")
+    out["val_evaluator"] = metric_cfg
+    out["test_evaluator"] = copy.deepcopy(metric_cfg)
+    report.moved("evaluation.metric mAP", "val_evaluator / test_evaluator: CocoMetric (data_cfg's thresholds)")
+    save_best = evaluation.get("save_best")
+    if save_best is not None and "/" not in save_best:
+        evaluation["save_best"] = f"coco/{save_best}"
+    _engine.evaluation_schedule(
+        evaluation,
+        out,
+        report,
+        {"gpu_collect": "1.x collects results on the CPU by default", "tmpdir": "1.x collects results on the CPU"},
+        "MMPose 1.x takes interval, save_best and rule",
+    )
+
+
+def convert_data(src: dict[str, Any], out: dict[str, Any], report: Report, state: _State) -> None:
+    data = dict(src.pop("data", None) or {})
+    batch = data.pop("samples_per_gpu", 1)
+    workers = data.pop("workers_per_gpu", 1)
+    overrides = {name: dict(data.pop(f"{name}_dataloader", {}) or {}) for name in ("train", "val", "test")}
+    for name in ("train", "val", "test"):
+        if name not in data:
+            continue
+        raw = data.pop(name)
+        if isinstance(raw, list):
+            raw = {"type": "ConcatDataset", "datasets": raw}
+        dataset = _dataset(raw, state, out, report, f"data.{name}")
+        over = overrides[name]
+        size = over.pop("samples_per_gpu", batch if name == "train" else 1)  # 0.x evaluated one per GPU
+        loader = _engine.dataloader(size, over.pop("workers_per_gpu", workers), name == "train", dataset)
+        _engine.loader_options(loader, over, f"data.{name}_dataloader", report)
+        out[f"{name}_dataloader"] = loader
+    for key in data:
+        report.drop(f"data.{key}", "no 1.x dataloader equivalent")
+    if "val_dataloader" in out and "test_dataloader" not in out:
+        out["test_dataloader"] = copy.deepcopy(out["val_dataloader"])
+
+
+# ----------------------------------------------------------------------------- model
+def _head(head: dict[str, Any], report: Report) -> dict[str, Any]:
+    head = dict(head)
+    kind = head.pop("type")
+    if kind != "TopdownHeatmapSimpleHead":
+        raise _not_yet("model.keypoint_head.type", kind, f"the head {kind}")
+    new: dict[str, Any] = {"type": "HeatmapHead", "in_channels": head.pop("in_channels")}
+    new["out_channels"] = head.pop("out_channels")
+    layers = head.pop("num_deconv_layers", 3)
+    filters = tuple(head.pop("num_deconv_filters", (256, 256, 256)))[:layers]
+    kernels = tuple(head.pop("num_deconv_kernels", (4, 4, 4)))[:layers]
+    new["deconv_out_channels"] = filters if layers else None
+    new["deconv_kernel_sizes"] = kernels if layers else None
+    extra = dict(head.pop("extra", None) or {})
+    final = extra.pop("final_conv_kernel", 1)
+    if final == 0:
+        new["final_layer"] = None
+    elif final == 3:
+        new["final_layer"] = {"kernel_size": 3, "padding": 1}
+    n_conv = extra.pop("num_conv_layers", 0)
+    if n_conv:
+        channels = filters[-1] if layers else new["in_channels"]
+        new["conv_out_channels"] = (channels,) * n_conv
+        new["conv_kernel_sizes"] = tuple(extra.pop("num_conv_kernels", [1] * n_conv))
+    for key in extra:
+        raise _not_yet(f"model.keypoint_head.extra.{key}", extra[key], f"the head option {key}")
+    loss = dict(head.pop("loss_keypoint", None) or {"type": "JointsMSELoss"})
+    loss_type = loss.pop("type")
+    if loss_type not in LOSSES:
+        raise _not_yet("model.keypoint_head.loss_keypoint", loss_type, f"the loss {loss_type}")
+    new["loss"] = {"type": LOSSES[loss_type], **loss}
+    new["decoder"] = "CODEC"
+    if head.pop("input_transform", None) is not None:
+        raise _not_yet("model.keypoint_head.input_transform", "…", "a head that merges several feature maps")
+    head.pop("in_index", None)
+    head.pop("align_corners", None)
+    head.pop("train_cfg", None)
+    head.pop("test_cfg", None)
+    for key in head:
+        raise _not_yet(f"model.keypoint_head.{key}", head[key], f"the head argument {key}")
+    report.moved("model.keypoint_head (TopdownHeatmapSimpleHead)", "model.head (HeatmapHead)")
+    return new
+
+
+def convert_model(src: dict[str, Any], out: dict[str, Any], report: Report, state: _State) -> None:
+    model = dict(src.pop("model"))
+    kind = model.pop("type")
+    if kind != "TopDown":
+        raise _not_yet("model.type", kind, f"the {kind} model")
+    new: dict[str, Any] = {"type": "TopdownPoseEstimator"}
+    norm = state.normalize or {"mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}
+    new["data_preprocessor"] = {
+        "type": "PoseDataPreprocessor",
+        "mean": [round(m * 255, 6) for m in norm["mean"]],
+        "std": [round(s * 255, 6) for s in norm["std"]],
+        "bgr_to_rgb": state.rgb,
+    }
+    backbone = dict(model.pop("backbone"))
+    pretrained = model.pop("pretrained", None)
+    if pretrained:
+        backbone["init_cfg"] = {"type": "Pretrained", "checkpoint": pretrained}
+        report.moved("model.pretrained", "model.backbone.init_cfg")
+    new["backbone"] = backbone
+    if "neck" in model:
+        new["neck"] = model.pop("neck")
+    test_cfg = dict(model.pop("test_cfg", None) or {})
+    new["head"] = _head(model.pop("keypoint_head"), report)
+    codec_cfg = codec(state, test_cfg)
+    new["test_cfg"] = {
+        "flip_test": test_cfg.pop("flip_test", False),
+        "flip_mode": "heatmap",
+        "shift_heatmap": test_cfg.pop("shift_heatmap", False),
+    }
+    for key in ("post_process", "modulate_kernel", "target_type", "use_udp"):
+        test_cfg.pop(key, None)  # in the codec
+    for key in test_cfg:
+        raise _not_yet(f"model.test_cfg.{key}", test_cfg[key], f"the test option {key}")
+    model.pop("train_cfg", None)
+    for key in model:
+        raise _not_yet(f"model.{key}", model[key], f"the model argument {key}")
+    out["model"] = new
+    out["codec"] = codec_cfg
+    for key in ("model", "train_dataloader", "val_dataloader", "test_dataloader", "train_pipeline", "val_pipeline"):
+        if key in out:
+            out[key] = _fill(out[key], codec_cfg)
+
+
+# ----------------------------------------------------------------------------- the whole config
+def rules(src: dict[str, Any], out: dict[str, Any], report: Report) -> None:
+    """MMPose 0.x's sections of ``src`` (a private plain copy) into ``out`` (1.x keys)."""
+    if "runner" in src:
+        report.drop("runner", "MMPose 0.x always trained with EpochBasedRunner for total_epochs")
+        src.pop("runner")
+    if "total_epochs" not in src:
+        raise ConfigConversionError("total_epochs", None, "MMPose 0.x trained for total_epochs epochs; set it")
+    src["runner"] = {"type": "EpochBasedRunner", "max_epochs": src.pop("total_epochs")}
+    loop = _engine.convert_runner(src, out, report)
+    base_lr = (src.get("optimizer") or {}).get("lr")
+    _engine.convert_optimizer(src, out, report)
+    _engine.convert_lr_config(src, out, report, loop, base_lr)
+    _engine.convert_runtime(src, out, report, loop, "PoseLocalVisualizer", "PoseVisualizationHook")
+    state = _State()
+    evaluation = src.pop("evaluation", None)
+    convert_data(src, out, report, state)
+    for name in ("train_pipeline", "val_pipeline", "test_pipeline"):
+        if isinstance(src.get(name), list):
+            out[name] = convert_pipeline(src.pop(name), _State(), out, Report(), name)
+    for name in ("data_cfg", "channel_cfg"):
+        src.pop(name, None)  # read from the datasets
+    convert_model(src, out, report, state)
+    if evaluation is not None and "val_dataloader" in out:
+        _evaluators(evaluation, out, state, report)
+    _engine.convert_custom_hooks(src, out, report, {})

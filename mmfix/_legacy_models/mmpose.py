@@ -1,0 +1,147 @@
+"""MMPose 0.x top-down augmentations for converted 0.x configs, registered in MMPose 1.x's registry.
+
+MMPose 1.x replaced 0.x's random box augmentations with ``RandomHalfBody`` and ``RandomBBoxTransform``,
+which draw from other distributions: a shift uniform in ``[-1, 1]`` became a truncated normal; a
+scale factor ``clip(N(1, sf), 1 - sf, 1 + sf)`` became a truncated normal on ``[1 - sf, 1 + sf]``; a
+rotation ``clip(N(0, rf), -2 rf, 2 rf)`` became a truncated normal on ``[-rf, rf]``; the half body
+chose the upper body when ``randn() < 0.5`` (69 % of the time) and needed three joints of a half,
+1.x chooses it half the time and needs two. No arguments of the 1.x transforms give 0.x's draws back,
+so a converted 0.x config names these copies, which compute 0.29's arithmetic step for step on 1.x's
+keys (``bbox_center`` and ``bbox_scale`` in pixels, ``keypoints``, ``keypoints_visible``,
+``bbox_rotation``), one instance at a time as 0.x did.
+
+0.x measured box scales in units of 200 px (``pixel_std``); 1.x in pixels: the arithmetic below is
+0.x's with that factor folded in (``scale * pixel_std`` is ``bbox_scale``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from mmcv.transforms import BaseTransform
+from mmpose.registry import TRANSFORMS
+
+__all__ = ["TopDownGetRandomScaleRotation0x", "TopDownHalfBodyTransform0x", "TopDownRandomShiftBboxCenter0x"]
+
+
+def _instances(results: dict[str, Any]) -> int:
+    return int(np.asarray(results["bbox_center"]).shape[0])
+
+
+@TRANSFORMS.register_module()
+class TopDownRandomShiftBboxCenter0x(BaseTransform):
+    """0.29's ``TopDownRandomShiftBboxCenter``: with probability ``prob``, the center moves by
+    ``uniform(-1, 1, 2) * shift_factor * scale``."""
+
+    def __init__(self, shift_factor: float = 0.16, prob: float = 0.3) -> None:
+        self.shift_factor = shift_factor
+        self.prob = prob
+
+    def transform(self, results: dict[str, Any]) -> dict[str, Any]:
+        center = np.array(results["bbox_center"], dtype=np.float32, copy=True)
+        scale = np.asarray(results["bbox_scale"], dtype=np.float32)
+        for i in range(_instances(results)):
+            if np.random.rand() < self.prob:
+                center[i] += np.random.uniform(-1, 1, 2) * self.shift_factor * scale[i]
+        results["bbox_center"] = center
+        return results
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(shift_factor={self.shift_factor}, prob={self.prob})"
+
+
+@TRANSFORMS.register_module()
+class TopDownHalfBodyTransform0x(BaseTransform):
+    """0.29's ``TopDownHalfBodyTransform``: with more than ``num_joints_half_body`` visible joints and
+    probability ``prob_half_body``, the box becomes the upper body's (when ``randn() < 0.5`` and it
+    has three visible joints or more) or the lower body's (three or more), at the input's aspect
+    ratio, times 1.5."""
+
+    def __init__(self, num_joints_half_body: int = 8, prob_half_body: float = 0.3, image_size: Any = None) -> None:
+        if image_size is None:
+            raise ValueError(
+                "TopDownHalfBodyTransform0x needs image_size (the model input's [w, h], 0.x's data_cfg.image_size)"
+            )
+        self.num_joints_half_body = num_joints_half_body
+        self.prob_half_body = prob_half_body
+        self.image_size = (float(image_size[0]), float(image_size[1]))
+
+    def _half_body(self, keypoints: np.ndarray, visible: np.ndarray, upper_ids: Any) -> Any:
+        upper, lower = [], []
+        for joint in range(len(keypoints)):
+            if visible[joint] > 0:
+                (upper if joint in upper_ids else lower).append(keypoints[joint])
+        if np.random.randn() < 0.5 and len(upper) > 2:
+            selected = upper
+        elif len(lower) > 2:
+            selected = lower
+        else:
+            selected = upper
+        if len(selected) < 2:
+            return None
+        joints = np.array(selected, dtype=np.float32)
+        center = joints.mean(axis=0)[:2]
+        left_top = np.amin(joints, axis=0)
+        right_bottom = np.amax(joints, axis=0)
+        w = right_bottom[0] - left_top[0]
+        h = right_bottom[1] - left_top[1]
+        aspect_ratio = self.image_size[0] / self.image_size[1]
+        if w > aspect_ratio * h:
+            h = w * 1.0 / aspect_ratio
+        elif w < aspect_ratio * h:
+            w = h * aspect_ratio
+        # 0.x: np.array([w / 200, h / 200], float32) * 1.5, in units of 200 px
+        scale = np.array([w / 200.0, h / 200.0], dtype=np.float32) * 1.5 * 200.0
+        return center, scale
+
+    def transform(self, results: dict[str, Any]) -> dict[str, Any]:
+        center = np.array(results["bbox_center"], dtype=np.float32, copy=True)
+        scale = np.array(results["bbox_scale"], dtype=np.float32, copy=True)
+        visible_all = np.asarray(results["keypoints_visible"])
+        for i in range(_instances(results)):
+            visible = visible_all[i]
+            if np.sum(visible) > self.num_joints_half_body and np.random.rand() < self.prob_half_body:
+                half = self._half_body(np.asarray(results["keypoints"][i]), visible, results["upper_body_ids"])
+                if half is not None:
+                    center[i], scale[i] = half
+        results["bbox_center"] = center
+        results["bbox_scale"] = scale
+        return results
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(num_joints_half_body={self.num_joints_half_body}, "
+            f"prob_half_body={self.prob_half_body}, image_size={self.image_size})"
+        )
+
+
+@TRANSFORMS.register_module()
+class TopDownGetRandomScaleRotation0x(BaseTransform):
+    """0.29's ``TopDownGetRandomScaleRotation``: scale times ``clip(randn() * sf + 1, 1 - sf, 1 + sf)``;
+    rotation ``clip(randn() * rf, -2 rf, 2 rf)`` with probability ``rot_prob``, else 0 (the normal
+    draw is made either way, as in 0.x)."""
+
+    def __init__(self, rot_factor: float = 40, scale_factor: float = 0.5, rot_prob: float = 0.6) -> None:
+        self.rot_factor = rot_factor
+        self.scale_factor = scale_factor
+        self.rot_prob = rot_prob
+
+    def transform(self, results: dict[str, Any]) -> dict[str, Any]:
+        n = _instances(results)
+        scale = np.array(results["bbox_scale"], dtype=np.float32, copy=True)
+        rotation = np.zeros(n, dtype=np.float32)
+        sf, rf = self.scale_factor, self.rot_factor
+        for i in range(n):
+            scale[i] = scale[i] * np.clip(np.random.randn() * sf + 1, 1 - sf, 1 + sf)
+            r_factor = np.clip(np.random.randn() * rf, -rf * 2, rf * 2)
+            rotation[i] = r_factor if np.random.rand() <= self.rot_prob else 0
+        results["bbox_scale"] = scale
+        results["bbox_rotation"] = rotation
+        return results
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(rot_factor={self.rot_factor}, scale_factor={self.scale_factor}, "
+            f"rot_prob={self.rot_prob})"
+        )
