@@ -1,0 +1,169 @@
+"""MMPose 0.x config rules (mmfix/_configs/_mmpose.py), as pure functions on dicts.
+
+Each rule on a small 0.x config written as MMPose 0.29's zoo writes them (res50_coco_256x192.py,
+merged); the 1.x side is MMPose 1.3.2's td-hm_res50_8xb64-210e_coco-256x192.py.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from mmfix._configs import ConfigConversionError, convert
+
+NORM = {"type": "NormalizeTensor", "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}
+TRAIN = [
+    {"type": "LoadImageFromFile"},
+    {"type": "TopDownGetBboxCenterScale", "padding": 1.25},
+    {"type": "TopDownRandomShiftBboxCenter", "shift_factor": 0.16, "prob": 0.3},
+    {"type": "TopDownRandomFlip", "flip_prob": 0.5},
+    {"type": "TopDownHalfBodyTransform", "num_joints_half_body": 8, "prob_half_body": 0.3},
+    {"type": "TopDownGetRandomScaleRotation", "rot_factor": 40, "scale_factor": 0.5},
+    {"type": "TopDownAffine"},
+    {"type": "ToTensor"},
+    NORM,
+    {"type": "TopDownGenerateTarget", "sigma": 2},
+    {"type": "Collect", "keys": ["img", "target", "target_weight"], "meta_keys": ["image_file", "center"]},
+]
+VAL = [
+    {"type": "LoadImageFromFile"},
+    {"type": "TopDownGetBboxCenterScale", "padding": 1.25},
+    {"type": "TopDownAffine"},
+    {"type": "ToTensor"},
+    NORM,
+    {"type": "Collect", "keys": ["img"], "meta_keys": ["image_file", "center"]},
+]
+DATA_CFG = {
+    "image_size": [192, 256],
+    "heatmap_size": [48, 64],
+    "num_output_channels": 17,
+    "num_joints": 17,
+    "soft_nms": False,
+    "nms_thr": 1.0,
+    "oks_thr": 0.9,
+    "vis_thr": 0.2,
+    "use_gt_bbox": False,
+    "det_bbox_thr": 0.0,
+    "bbox_file": "data/coco/person_detection_results/COCO_val2017_detections_AP_H_56_person.json",
+}
+
+
+def coco(**changes):
+    def ds(split, pipeline):
+        return {
+            "type": "TopDownCocoDataset",
+            "ann_file": f"data/coco/annotations/person_keypoints_{split}2017.json",
+            "img_prefix": f"data/coco/{split}2017/",
+            "data_cfg": DATA_CFG,
+            "pipeline": pipeline,
+        }
+
+    cfg = {
+        "evaluation": {"interval": 10, "metric": "mAP", "save_best": "AP"},
+        "optimizer": {"type": "Adam", "lr": 5e-4},
+        "optimizer_config": {"grad_clip": None},
+        "lr_config": {"policy": "step", "warmup": "linear", "warmup_iters": 500, "warmup_ratio": 0.001, "step": [170, 200]},
+        "total_epochs": 210,
+        "model": {
+            "type": "TopDown",
+            "pretrained": "torchvision://resnet50",
+            "backbone": {"type": "ResNet", "depth": 50},
+            "keypoint_head": {
+                "type": "TopdownHeatmapSimpleHead",
+                "in_channels": 2048,
+                "out_channels": 17,
+                "loss_keypoint": {"type": "JointsMSELoss", "use_target_weight": True},
+            },
+            "train_cfg": {},
+            "test_cfg": {"flip_test": True, "post_process": "default", "shift_heatmap": True, "modulate_kernel": 11},
+        },
+        "data": {
+            "samples_per_gpu": 64,
+            "workers_per_gpu": 2,
+            "val_dataloader": {"samples_per_gpu": 32},
+            "test_dataloader": {"samples_per_gpu": 32},
+            "train": ds("train", TRAIN),
+            "val": ds("val", VAL),
+            "test": ds("val", VAL),
+        },
+        "checkpoint_config": {"interval": 10},
+        "log_config": {"interval": 50, "hooks": [{"type": "TextLoggerHook"}]},
+        "log_level": "INFO",
+        "load_from": None,
+        "resume_from": None,
+        "dist_params": {"backend": "nccl"},
+        "workflow": [("train", 1)],
+    }
+    for path, value in changes.items():
+        node = cfg
+        *parents, last = path.split("__")
+        for key in parents:
+            node = node[key]
+        node[last] = value
+    return cfg
+
+
+def test_the_model_is_1x_s_official_one() -> None:
+    out, _ = convert(coco(), "mmpose")
+    assert out["default_scope"] == "mmpose"
+    model = out["model"]
+    assert model["type"] == "TopdownPoseEstimator"
+    assert model["data_preprocessor"] == {
+        "type": "PoseDataPreprocessor",
+        "mean": [123.675, 116.28, 103.53],
+        "std": [58.395, 57.12, 57.375],
+        "bgr_to_rgb": True,
+    }
+    assert model["backbone"] == {
+        "type": "ResNet",
+        "depth": 50,
+        "init_cfg": {"type": "Pretrained", "checkpoint": "torchvision://resnet50"},
+    }
+    codec = {"type": "MSRAHeatmap", "input_size": (192, 256), "heatmap_size": (48, 64), "sigma": 2}
+    assert model["head"]["type"] == "HeatmapHead"
+    assert model["head"]["loss"] == {"type": "KeypointMSELoss", "use_target_weight": True}
+    assert model["head"]["decoder"] == codec and out["codec"] == codec
+    assert model["test_cfg"] == {"flip_test": True, "flip_mode": "heatmap", "shift_heatmap": True}
+
+
+def test_schedule_batch_and_evaluation() -> None:
+    out, _ = convert(coco(), "mmpose")
+    assert out["train_cfg"] == {"type": "EpochBasedTrainLoop", "max_epochs": 210, "val_interval": 10}
+    assert out["train_dataloader"]["batch_size"] == 64 and out["val_dataloader"]["batch_size"] == 32
+    assert out["val_evaluator"]["type"] == "CocoMetric"
+    assert out["val_evaluator"]["nms_mode"] == "oks_nms" and out["val_evaluator"]["nms_thr"] == 0.9
+    assert out["default_hooks"]["checkpoint"]["save_best"] == "coco/AP"
+    val = out["val_dataloader"]["dataset"]
+    assert val["type"] == "CocoDataset" and val["data_mode"] == "topdown" and val["bbox_file"].endswith(".json")
+
+
+def test_0x_random_box_augmentations_are_kept_as_0x_drew_them() -> None:
+    out, report = convert(coco(), "mmpose")
+    types = [t["type"] for t in out["train_dataloader"]["dataset"]["pipeline"]]
+    assert types == [
+        "LoadImage",
+        "GetBBoxCenterScale",
+        "TopDownRandomShiftBboxCenter0x",
+        "RandomFlip",
+        "TopDownHalfBodyTransform0x",
+        "TopDownGetRandomScaleRotation0x",
+        "TopdownAffine",
+        "GenerateTarget",
+        "PackPoseInputs",
+    ]
+    assert "mmfix._legacy_models.mmpose" in out["custom_imports"]["imports"]
+    half = out["train_dataloader"]["dataset"]["pipeline"][4]
+    assert half["image_size"] == (192, 256)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"model__type": "AssociativeEmbedding"},
+        {"model__keypoint_head": {"type": "DeepposeRegressionHead", "in_channels": 2048, "num_joints": 17}},
+    ],
+)
+def test_what_is_not_converted_yet_stops_with_one_clear_error(change) -> None:
+    with pytest.raises(ConfigConversionError, match="not converted yet"):
+        convert(coco(**copy.deepcopy(change)), "mmpose")
