@@ -139,7 +139,7 @@ def test_schedule_batch_and_evaluation() -> None:
 
 
 def test_0x_random_box_augmentations_are_kept_as_0x_drew_them() -> None:
-    out, report = convert(coco(), "mmpose")
+    out, _ = convert(coco(), "mmpose")
     types = [t["type"] for t in out["train_dataloader"]["dataset"]["pipeline"]]
     assert types == [
         "LoadImage",
