@@ -62,6 +62,8 @@ TOPDOWN_DATASETS: dict[str, str] = {
     "PanopticDataset": "PanopticHand2DDataset",
     "DeepFashionDataset": "DeepFashionDataset",
 }
+#: dataset arguments a 1.x class takes as 0.x's did (same name, same meaning)
+KEPT_DATASET_ARGS: dict[str, tuple[str, ...]] = {"DeepFashionDataset": ("subset",)}
 #: 0.x heatmap losses -> 1.x's, where 1.x computes the same (checked: tests/unit/test_config_mmpose.py).
 LOSSES = {"JointsMSELoss": "KeypointMSELoss"}
 #: 0.x formatting steps: the data preprocessor and PackPoseInputs do them in 1.x.
@@ -212,6 +214,9 @@ def _dataset(ds: dict[str, Any], state: _State, out: dict[str, Any], report: Rep
         new["ann_file"] = ds.pop("ann_file")
     if "img_prefix" in ds:
         new["data_prefix"] = {"img": ds.pop("img_prefix")}
+    for key in KEPT_DATASET_ARGS.get(kind, ()):
+        if key in ds:
+            new[key] = ds.pop(key)
     info = ds.pop("dataset_info", None)
     if info is not None:
         new["metainfo"] = info
