@@ -33,9 +33,22 @@ _PATCH = "torchvision-0.28.0-cu130-on-cpu-torch.patch"
 _CHECK = "import mmdet, mmcv.ops; assert mmdet.__version__ == '2.28.2', mmdet.__version__"
 # The family's 0.x toolboxes beside it (pure Python, on the same mmcv-full 1.7.2): 0.x models, their
 # checkpoints and predictions for mmfix's conversion of their configs (tests/family0x_support.py).
-FAMILY_0X = ("mmsegmentation==0.30.0", "mmcls==0.25.0")
-FAMILY_0X_DEPS = ("prettytable==3.18.0",)  # MMSegmentation 0.x's evaluation tables (imported by its datasets)
-_CHECK_0X = "import mmseg, mmcls; assert (mmseg.__version__, mmcls.__version__) == ('0.30.0', '0.25.0')"
+FAMILY_0X = ("mmsegmentation==0.30.0", "mmcls==0.25.0", "mmpose==0.29.0")
+FAMILY_0X_DEPS = (
+    "prettytable==3.18.0",  # MMSegmentation 0.x's evaluation tables (imported by its datasets)
+    # MMPose 0.29's datasets (its pipelines import them): COCO tools with a numpy 1 wheel for cp311
+    "xtcocotools==1.14.3",
+    "json-tricks==3.17.3",
+    "munkres==3.0.0",
+)
+# MMPose 0.29.0 asserts mmcv <= 1.7.0 at import; the environment's mmcv-full is 1.7.2 (the last 1.x,
+# which MMSegmentation 0.30 and MMClassification 0.25 accept): the bound is lifted in the installed
+# file, as the wheels' README patches torchvision, and said here.
+_MMPOSE_BOUND = ("mmcv_maximum_version = '1.7.0'", "mmcv_maximum_version = '1.7.2'")
+_CHECK_0X = (
+    "import mmseg, mmcls, mmpose; "
+    "assert (mmseg.__version__, mmcls.__version__, mmpose.__version__) == ('0.30.0', '0.25.0', '0.29.0')"
+)
 
 
 def _unavailable(reason: str) -> None:
@@ -60,9 +73,25 @@ def _with_family_0x(python: Path) -> Path:
         proc = subprocess.run(step, capture_output=True, text=True, timeout=1200)
         if proc.returncode != 0:
             _unavailable(f"adding the 0.x toolboxes failed: {' '.join(step[3:])}:\n{proc.stderr[-2000:]}")
+    _lift_mmpose_bound(python)
     if not _works(python, _CHECK_0X):
-        _unavailable(f"{python} does not import MMSegmentation 0.30.0 and MMClassification 0.25.0")
+        _unavailable(f"{python} does not import MMSegmentation 0.30.0, MMClassification 0.25.0 and MMPose 0.29.0")
     return python
+
+
+def _lift_mmpose_bound(python: Path) -> None:
+    proc = subprocess.run(
+        [str(python), "-c", "import importlib.util as u; print(u.find_spec('mmpose').origin)"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if proc.returncode != 0:
+        _unavailable(f"MMPose 0.29.0 is not installed in {python}: {proc.stderr[-1000:]}")
+    init = Path(proc.stdout.strip().splitlines()[-1])
+    text = init.read_text()
+    if _MMPOSE_BOUND[0] in text:
+        init.write_text(text.replace(*_MMPOSE_BOUND))
 
 
 def find_or_build(build_root: Path) -> Path:
