@@ -6,11 +6,12 @@ prediction for each image.
 
     python family0x_worker.py JOBS.json
 
-JOBS: a list of {"toolbox": "mmseg" | "mmcls", "config": PATH, "options": {dotted key: value}, "seed": N,
+JOBS: a list of {"toolbox": "mmseg" | "mmcls" | "mmpose", "config": PATH, "options": {dotted key: value}, "seed": N,
       "images": [PATH, ...], "checkpoint": PATH, "out": PATH.npz}; one process for all (0.x's
 imports cost seconds). ``out`` holds one array per image: MMSegmentation's class probabilities at
 the image's size (``model.inference(..., rescale=True)``: 0.x's test path before the argmax);
-MMClassification's class scores (what ``mmcls.apis.inference_model`` computes before its top-1).
+MMClassification's class scores (what ``mmcls.apis.inference_model`` computes before its top-1);
+MMPose's keypoints and scores for one person box (``inference_top_down_pose_model``).
 """
 
 from __future__ import annotations
@@ -138,6 +139,110 @@ def _classification(job: dict) -> None:
     np.savez(job["out"], **out)
 
 
+def _pose(job: dict) -> None:
+    """As a 0.x user predicts with a top-down model: ``inference_top_down_pose_model`` on each image
+    with one person box (``job["boxes"]``, x y w h), the config's test pipeline and test_cfg (flip
+    test, heatmap shift, the post-processing), the dataset's flip pairs from its dataset_info. Writes
+    each image's keypoints (K x 3: x, y, score)."""
+    import logging
+
+    logging.getLogger("mmcv").setLevel(logging.WARNING)
+    from mmcv import Config
+    from mmcv.runner import save_checkpoint
+    from mmpose.apis import inference_top_down_pose_model
+    from mmpose.datasets import DatasetInfo
+    from mmpose.models import build_posenet
+
+    cfg = Config.fromfile(job["config"])
+    if job.get("options"):
+        cfg.merge_from_dict({k: _tuples(v) for k, v in job["options"].items()})
+    strip_pretrained(cfg.model)
+    model = build_posenet(cfg.model)
+    _seed_weights(model, job["seed"])
+    # The final layer spread wider than its initialisation (std 0.001): heatmaps with clear maxima
+    # at different places per keypoint, so that a difference in the affine, the flip or the
+    # decoding moves them.
+    generator = torch.Generator().manual_seed(job["seed"] + 2)
+    with torch.no_grad():
+        for name, tensor in model.keypoint_head.final_layer.named_parameters():
+            tensor.copy_(torch.randn(tensor.shape, generator=generator) * (0.1 if name.endswith("bias") else 0.2))
+    model.cfg = cfg  # as init_pose_model sets it: the inference reads the test pipeline from it
+    model.eval()
+    save_checkpoint(model, job["checkpoint"], meta={"mmpose_version": "0.29.0"})
+    dataset_info = DatasetInfo(cfg.data.test.dataset_info)
+    out = {}
+    for index, (path, box) in enumerate(zip(job["images"], job["boxes"])):
+        results, _ = inference_top_down_pose_model(
+            model,
+            path,
+            [{"bbox": np.asarray(box, dtype=np.float32)}],
+            format="xywh",
+            dataset=cfg.data.test.type,
+            dataset_info=dataset_info,
+        )
+        out[f"image{index}"] = np.asarray(results[0]["keypoints"])
+    np.savez(job["out"], **out)
+
+
+def _pose_augment(job: dict) -> None:
+    """0.29's random box augmentations (shift, half body, scale and rotation, in a 0.x pipeline's
+    order) on each case of ``job["cases"]``, numpy's global generator seeded per case as 0.x's
+    data workers draw from it: the center, the scale in pixels (0.x's units of 200 px times 200)
+    and the rotation."""
+    from mmpose.datasets.pipelines import (
+        TopDownGetRandomScaleRotation,
+        TopDownHalfBodyTransform,
+        TopDownRandomShiftBboxCenter,
+    )
+
+    shift = TopDownRandomShiftBboxCenter(**job["shift"])
+    half = TopDownHalfBodyTransform(**job["half"])
+    scale_rotation = TopDownGetRandomScaleRotation(**job["scale_rotation"])
+    centers, scales, rotations = [], [], []
+    for case in job["cases"]:
+        joints = np.zeros((len(case["keypoints"]), 3), np.float32)
+        joints[:, :2] = case["keypoints"]
+        visible = np.zeros_like(joints)
+        visible[:, :2] = np.asarray(case["visible"], np.float32)[:, None]
+        results = {
+            "joints_3d": joints,
+            "joints_3d_visible": visible,
+            "center": np.asarray(case["center"], np.float32),
+            "scale": np.asarray(case["scale"], np.float32) / 200.0,
+            "ann_info": {
+                "num_joints": len(joints),
+                "upper_body_ids": job["upper_body_ids"],
+                "image_size": np.asarray(job["image_size"]),
+            },
+        }
+        np.random.seed(case["seed"])
+        results = scale_rotation(half(shift(results)))
+        centers.append(results["center"])
+        scales.append(np.asarray(results["scale"]) * 200.0)
+        rotations.append(results["rotation"])
+    np.savez(job["out"], center=np.asarray(centers), scale=np.asarray(scales), rotation=np.asarray(rotations))
+
+
+def _pose_decode(job: dict) -> None:
+    """0.29's ``keypoints_from_heatmaps`` on the heatmaps of ``job["heatmaps"]`` (N x K x H x W),
+    with 0.x's default quarter-pixel refinement and with DARK's (``post_process='unbiased'``), in
+    heatmap pixels (a box of the heatmap's own size centred on it maps them one to one)."""
+    from mmpose.core.evaluation import keypoints_from_heatmaps
+
+    heatmaps = np.load(job["heatmaps"])["heatmaps"]
+    n, _, height, width = heatmaps.shape
+    center = np.tile([width / 2.0, height / 2.0], (n, 1))
+    scale = np.tile([width / 200.0, height / 200.0], (n, 1))
+    out = {}
+    for post_process in ("default", "unbiased"):
+        preds, maxvals = keypoints_from_heatmaps(
+            heatmaps.copy(), center, scale, post_process=post_process, kernel=job["kernel"]
+        )
+        out[post_process] = preds
+        out[f"{post_process}_scores"] = maxvals[..., 0]
+    np.savez(job["out"], **out)
+
+
 def _loss_inputs(seed: int):
     """Logits and labels (with ignored pixels) both sides make from the same seed."""
     generator = torch.Generator().manual_seed(seed)
@@ -166,7 +271,14 @@ def main() -> int:
     with open(sys.argv[1]) as fh:
         jobs = json.load(fh)
     for job in jobs:
-        {"mmseg": _segmentation, "mmseg-dice": _dice_loss, "mmcls": _classification}[job["toolbox"]](job)
+        {
+            "mmseg": _segmentation,
+            "mmseg-dice": _dice_loss,
+            "mmcls": _classification,
+            "mmpose": _pose,
+            "mmpose-augment": _pose_augment,
+            "mmpose-decode": _pose_decode,
+        }[job["toolbox"]](job)
     return 0
 
 

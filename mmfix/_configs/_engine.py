@@ -241,7 +241,7 @@ def convert_lr_config(
     schedulers: list[dict[str, Any]] = []
     if lr is not None:
         lr = dict(lr)
-        policy = lr.pop("policy", None)
+        policy = mmcv_policy(lr.pop("policy", None))
         # mmcv's cyclic and one-cycle hooks defaulted to by_epoch=False, the others to True.
         by_epoch = lr.pop("by_epoch", policy not in ("cyclic", "Cyclic", "OneCycle"))
         if policy == "YOLOX":
@@ -260,6 +260,30 @@ def convert_lr_config(
         schedulers.extend(_momentum(dict(momentum), loop))
         report.moved("momentum_config", "param_scheduler")
     out["param_scheduler"] = schedulers
+
+
+#: mmcv's LR updater hooks by class-name prefix -> the rows of _main_policy (mmcv's spelling)
+_MMCV_HOOKS = {
+    "Step": "step",
+    "Fixed": "fixed",
+    "CosineAnnealing": "CosineAnnealing",
+    "FlatCosineAnnealing": "FlatCosineAnnealing",
+    "Poly": "poly",
+    "Exp": "exp",
+    "CosineRestart": "CosineRestart",
+    "OneCycle": "OneCycle",
+    "YOLOX": "YOLOX",
+    "Cyclic": "cyclic",
+}
+
+
+def mmcv_policy(policy: Any) -> Any:
+    """The policy as mmcv read it: ``policy.title() + 'LrUpdaterHook'`` where it is all lower case,
+    else the name itself, so ``'Fixed'`` and ``'fixed'`` (MMPose 0.x's mesh configs write the first)
+    are one hook, and a spelling mmcv had no hook for stays itself (refused below)."""
+    if not isinstance(policy, str):
+        return policy
+    return _MMCV_HOOKS.get(policy.title() if policy == policy.lower() else policy, policy)
 
 
 def min_lr(lr: dict[str, Any], target: dict[str, Any]) -> None:

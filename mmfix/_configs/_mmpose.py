@@ -362,6 +362,11 @@ def convert_model(src: dict[str, Any], out: dict[str, Any], report: Report, stat
     test_cfg = dict(model.pop("test_cfg", None) or {})
     new["head"] = _head(model.pop("keypoint_head"), report)
     codec_cfg = codec(state, test_cfg)
+    if not codec_cfg.get("unbiased"):
+        codec_cfg["type"] = "MSRAHeatmap"
+        _engine.legacy_component(
+            codec_cfg, out, report, "the codec (data_cfg, model.test_cfg)", "MSRAHeatmap0x", LEGACY_MODULE
+        )
     new["test_cfg"] = {
         "flip_test": test_cfg.pop("flip_test", False),
         "flip_mode": "heatmap",

@@ -20,9 +20,16 @@ from typing import Any
 
 import numpy as np
 from mmcv.transforms import BaseTransform
-from mmpose.registry import TRANSFORMS
+from mmpose.codecs import MSRAHeatmap
+from mmpose.codecs.utils import get_heatmap_maximum
+from mmpose.registry import KEYPOINT_CODECS, TRANSFORMS
 
-__all__ = ["TopDownGetRandomScaleRotation0x", "TopDownHalfBodyTransform0x", "TopDownRandomShiftBboxCenter0x"]
+__all__ = [
+    "MSRAHeatmap0x",
+    "TopDownGetRandomScaleRotation0x",
+    "TopDownHalfBodyTransform0x",
+    "TopDownRandomShiftBboxCenter0x",
+]
 
 
 def _instances(results: dict[str, Any]) -> int:
@@ -145,3 +152,29 @@ class TopDownGetRandomScaleRotation0x(BaseTransform):
             f"{type(self).__name__}(rot_factor={self.rot_factor}, scale_factor={self.scale_factor}, "
             f"rot_prob={self.rot_prob})"
         )
+
+
+@KEYPOINT_CODECS.register_module()
+class MSRAHeatmap0x(MSRAHeatmap):
+    """1.x's ``MSRAHeatmap`` (the same targets) decoding as 0.29's ``keypoints_from_heatmaps`` with
+    ``post_process='default'``: the maximum moves a quarter pixel towards its higher neighbour in x
+    and y only where it lies inside the heatmap in both directions (``1 < x < W - 1`` and
+    ``1 < y < H - 1``); 1.x's ``refine_keypoints`` moves x and y each on its own test, so a maximum
+    on the heatmap's second row or column lands a quarter pixel elsewhere. The unbiased (DARK)
+    decoding is 1.x's, which computes 0.x's."""
+
+    def decode(self, encoded: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if self.unbiased:
+            return super().decode(encoded)
+        heatmaps = encoded.copy()
+        _, height, width = heatmaps.shape
+        keypoints, scores = get_heatmap_maximum(heatmaps)
+        keypoints, scores = keypoints[None], scores[None]  # one instance, as 1.x's
+        for k in range(keypoints.shape[1]):
+            x, y = (int(v) for v in keypoints[0, k, :2])
+            if 1 < x < width - 1 and 1 < y < height - 1:
+                diff = np.array(
+                    [heatmaps[k, y, x + 1] - heatmaps[k, y, x - 1], heatmaps[k, y + 1, x] - heatmaps[k, y - 1, x]]
+                )
+                keypoints[0, k] += np.sign(diff) * 0.25
+        return keypoints * self.scale_factor, scores

@@ -165,6 +165,26 @@ def test_fp16_grad_clip_and_cumulative_gradients():
     }
 
 
+@pytest.mark.parametrize(
+    ("spelling", "same_as"), [("Fixed", "fixed"), ("Step", "step"), ("Poly", "poly"), ("Exp", "exp")]
+)
+def test_policy_spelled_as_mmcv_hooks_are_named_is_that_policy(spelling, same_as):
+    # mmcv built f"{policy}LrUpdaterHook", title-casing an all-lower-case name: both spellings ran
+    lr = {"step": [2], "gamma": 0.5, "power": 0.9}
+    runner = {"type": "EpochBasedRunner", "max_epochs": 4}
+    optimizer = {"type": "SGD", "lr": 0.1}
+    out, _ = convert({"lr_config": {"policy": spelling, **lr}, "runner": runner, "optimizer": optimizer})
+    expected, _ = convert({"lr_config": {"policy": same_as, **lr}, "runner": runner, "optimizer": optimizer})
+    assert out["param_scheduler"] == expected["param_scheduler"]
+
+
+@pytest.mark.parametrize("spelling", ["STEP", "Cosineannealing", "onecycle", "Yolox"])
+def test_policy_spelling_mmcv_had_no_hook_for_is_refused(spelling):
+    with pytest.raises(ConfigConversionError) as info:
+        convert({"lr_config": {"policy": spelling}, "runner": {"type": "EpochBasedRunner", "max_epochs": 1}})
+    assert f"`lr_config.policy` = '{spelling}'" in str(info.value)
+
+
 def test_unknown_policy_is_one_clear_error():
     with pytest.raises(ConfigConversionError) as info:
         convert({"lr_config": {"policy": "Bogus"}, "runner": {"type": "EpochBasedRunner", "max_epochs": 1}})

@@ -63,7 +63,13 @@ def coco(**changes):
         "evaluation": {"interval": 10, "metric": "mAP", "save_best": "AP"},
         "optimizer": {"type": "Adam", "lr": 5e-4},
         "optimizer_config": {"grad_clip": None},
-        "lr_config": {"policy": "step", "warmup": "linear", "warmup_iters": 500, "warmup_ratio": 0.001, "step": [170, 200]},
+        "lr_config": {
+            "policy": "step",
+            "warmup": "linear",
+            "warmup_iters": 500,
+            "warmup_ratio": 0.001,
+            "step": [170, 200],
+        },
         "total_epochs": 210,
         "model": {
             "type": "TopDown",
@@ -120,7 +126,9 @@ def test_the_model_is_1x_s_official_one() -> None:
         "depth": 50,
         "init_cfg": {"type": "Pretrained", "checkpoint": "torchvision://resnet50"},
     }
-    codec = {"type": "MSRAHeatmap", "input_size": (192, 256), "heatmap_size": (48, 64), "sigma": 2}
+    # 0.x's quarter-pixel refinement (mmfix's copy: 1.x's refines x and y each on its own)
+    codec = {"type": "MSRAHeatmap0x", "input_size": (192, 256), "heatmap_size": (48, 64), "sigma": 2}
+    assert "mmfix._legacy_models.mmpose" in out["custom_imports"]["imports"]
     assert model["head"]["type"] == "HeatmapHead"
     assert model["head"]["loss"] == {"type": "KeypointMSELoss", "use_target_weight": True}
     assert model["head"]["decoder"] == codec and out["codec"] == codec

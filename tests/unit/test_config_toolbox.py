@@ -9,6 +9,7 @@ whole zoo from the mmdet-2.28.2 wheel of the 2.x environment's wheels folder).
 from __future__ import annotations
 
 import os
+import re
 import zipfile
 from pathlib import Path
 
@@ -178,9 +179,9 @@ def test_unknown_toolbox_goes_on_to_mmdetections_conversion_and_another_loaders_
     found = check_toolbox(_custom(), "2.x", "cfg.py")
     assert found.toolbox is None and rules_for(found) == "mmdet"
     with pytest.raises(ConfigConversionError) as info:
-        check_toolbox(_custom(), "2.x", "cfg.py", (), Loader(caller="mmpose.apis"))
-    assert "MMPose 0.x config (loaded by mmpose.apis)" in str(info.value)
-    assert "MMDetection" not in str(info.value)
+        check_toolbox(_custom(), "2.x", "cfg.py", (), Loader(caller="mmdet3d.apis"))
+    assert "MMDetection3D 1.0 config (loaded by mmdet3d.apis)" in str(info.value)
+    assert not re.search(r"MMDetection(?!3D)", str(info.value))  # never called MMDetection's
     found = check_toolbox(_custom(), "2.x", "cfg.py", (), Loader(caller="mmseg.apis"))
     assert found.toolbox == "mmseg" and rules_for(found) == "mmseg"
 
