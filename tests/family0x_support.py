@@ -238,3 +238,139 @@ resume_from = None
 workflow = [('train', 1)]
 """)
     return path
+
+
+def write_pose_data(root: Path, count: int = 6, seed: int = 0) -> Path:
+    """A tiny COCO-keypoints data set (MMPose 0.x's TopDownCocoDataset layout: images/, one
+    annotation file with a person box and 17 keypoints per image, some not labelled)."""
+    import cv2
+
+    rng = np.random.default_rng(seed)
+    (root / "images").mkdir(parents=True, exist_ok=True)
+    images, annotations = [], []
+    for index in range(count):
+        height, width = 72 + 4 * index, 64
+        img = (rng.random((height, width, 3)) * 80).astype(np.uint8)
+        x, y, w, h = 8.0 + index, 6.0, 40.0, 56.0
+        points = np.stack([rng.uniform(x, x + w, 17), rng.uniform(y, y + h, 17)], axis=1)
+        visible = np.where(rng.random(17) < 0.85, 2, 0)
+        for (px, py), v in zip(points, visible):
+            if v:
+                cv2.circle(img, (int(px), int(py)), 2, (255, 255, 255), -1)  # something to learn
+        cv2.imwrite(str(root / "images" / f"{index}.png"), img)
+        images.append({"id": index + 1, "file_name": f"{index}.png", "height": height, "width": width})
+        keypoints = np.concatenate([points * (visible[:, None] > 0), visible[:, None]], axis=1)
+        annotations.append(
+            {
+                "id": index + 1,
+                "image_id": index + 1,
+                "category_id": 1,
+                "bbox": [x, y, w, h],
+                "area": w * h,
+                "iscrowd": 0,
+                "num_keypoints": int((visible > 0).sum()),
+                "keypoints": [round(float(v), 2) for v in keypoints.reshape(-1)],
+            }
+        )
+    categories = [{"id": 1, "name": "person", "supercategory": "person", "keypoints": [], "skeleton": []}]
+    (root / "keypoints.json").write_text(
+        json.dumps({"images": images, "annotations": annotations, "categories": categories})
+    )
+    return root
+
+
+def write_pose_config_0x(path: Path, data_root: Path, configs: Path, max_epochs: int = 2) -> Path:
+    """An MMPose 0.x config written as the 0.29 zoo writes them (res50_coco_256x192.py: TopDown,
+    ResNet + TopdownHeatmapSimpleHead, data_cfg/channel_cfg, the 0.x top-down pipelines,
+    total_epochs, Adam with a step schedule and warm-up, mAP evaluation on the ground-truth boxes),
+    tiny enough for CPU. ``configs``: the 0.29 package's configs/ (its COCO dataset_info)."""
+    path.write_text(f"""
+_base_ = [{str(configs / '_base_' / 'datasets' / 'coco.py')!r}]
+checkpoint_config = dict(interval=1)
+log_config = dict(interval=1, hooks=[dict(type='TextLoggerHook')])
+log_level = 'INFO'
+load_from = None
+resume_from = None
+dist_params = dict(backend='nccl')
+workflow = [('train', 1)]
+evaluation = dict(interval=1, metric='mAP', save_best='AP')
+optimizer = dict(type='Adam', lr=5e-4)
+optimizer_config = dict(grad_clip=None)
+lr_config = dict(policy='step', warmup='linear', warmup_iters=2, warmup_ratio=0.001, step=[1])
+total_epochs = {max_epochs}
+channel_cfg = dict(
+    num_output_channels=17,
+    dataset_joints=17,
+    dataset_channel=[list(range(17))],
+    inference_channel=list(range(17)))
+model = dict(
+    type='TopDown',
+    pretrained=None,
+    backbone=dict(type='ResNet', depth=18, stem_channels=8, base_channels=8),
+    keypoint_head=dict(
+        type='TopdownHeatmapSimpleHead',
+        in_channels=64,
+        out_channels=channel_cfg['num_output_channels'],
+        num_deconv_layers=2,
+        num_deconv_filters=(16, 16),
+        num_deconv_kernels=(4, 4),
+        loss_keypoint=dict(type='JointsMSELoss', use_target_weight=True)),
+    train_cfg=dict(),
+    test_cfg=dict(flip_test=True, post_process='default', shift_heatmap=True, modulate_kernel=11))
+data_cfg = dict(
+    image_size=[64, 64],
+    heatmap_size=[8, 8],
+    num_output_channels=channel_cfg['num_output_channels'],
+    num_joints=channel_cfg['dataset_joints'],
+    dataset_channel=channel_cfg['dataset_channel'],
+    inference_channel=channel_cfg['inference_channel'],
+    soft_nms=False,
+    nms_thr=1.0,
+    oks_thr=0.9,
+    vis_thr=0.2,
+    use_gt_bbox=True,
+    det_bbox_thr=0.0,
+    bbox_file='')
+train_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='TopDownGetBboxCenterScale', padding=1.25),
+    dict(type='TopDownRandomShiftBboxCenter', shift_factor=0.16, prob=0.3),
+    dict(type='TopDownRandomFlip', flip_prob=0.5),
+    dict(type='TopDownHalfBodyTransform', num_joints_half_body=8, prob_half_body=0.3),
+    dict(type='TopDownGetRandomScaleRotation', rot_factor=40, scale_factor=0.5),
+    dict(type='TopDownAffine'),
+    dict(type='ToTensor'),
+    dict(type='NormalizeTensor', mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225]),
+    dict(type='TopDownGenerateTarget', sigma=2),
+    dict(type='Collect', keys=['img', 'target', 'target_weight'],
+         meta_keys=['image_file', 'joints_3d', 'joints_3d_visible', 'center', 'scale', 'rotation',
+                    'bbox_score', 'flip_pairs']),
+]
+val_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='TopDownGetBboxCenterScale', padding=1.25),
+    dict(type='TopDownAffine'),
+    dict(type='ToTensor'),
+    dict(type='NormalizeTensor', mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225]),
+    dict(type='Collect', keys=['img'],
+         meta_keys=['image_file', 'center', 'scale', 'rotation', 'bbox_score', 'flip_pairs']),
+]
+test_pipeline = val_pipeline
+data_root = {str(data_root)!r}
+data = dict(
+    samples_per_gpu=2,
+    workers_per_gpu=0,
+    val_dataloader=dict(samples_per_gpu=2),
+    test_dataloader=dict(samples_per_gpu=2),
+    train=dict(type='TopDownCocoDataset', ann_file=f'{{data_root}}/keypoints.json',
+               img_prefix=f'{{data_root}}/images/', data_cfg=data_cfg, pipeline=train_pipeline,
+               dataset_info={{{{_base_.dataset_info}}}}),
+    val=dict(type='TopDownCocoDataset', ann_file=f'{{data_root}}/keypoints.json',
+             img_prefix=f'{{data_root}}/images/', data_cfg=data_cfg, pipeline=val_pipeline,
+             dataset_info={{{{_base_.dataset_info}}}}),
+    test=dict(type='TopDownCocoDataset', ann_file=f'{{data_root}}/keypoints.json',
+              img_prefix=f'{{data_root}}/images/', data_cfg=data_cfg, pipeline=test_pipeline,
+              dataset_info={{{{_base_.dataset_info}}}}),
+)
+""")
+    return path

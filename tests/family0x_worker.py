@@ -171,7 +171,7 @@ def _pose(job: dict) -> None:
     save_checkpoint(model, job["checkpoint"], meta={"mmpose_version": "0.29.0"})
     dataset_info = DatasetInfo(cfg.data.test.dataset_info)
     out = {}
-    for index, (path, box) in enumerate(zip(job["images"], job["boxes"])):
+    for index, (path, box) in enumerate(zip(job["images"], job.get("boxes", []))):
         results, _ = inference_top_down_pose_model(
             model,
             path,

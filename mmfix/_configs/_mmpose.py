@@ -237,6 +237,22 @@ def _dataset(ds: dict[str, Any], state: _State, out: dict[str, Any], report: Rep
     return new
 
 
+#: MMPose 0.x's EvalHook's keys (mmpose/core/evaluation/eval_hooks.py): a save_best metric whose
+#: name holds one of these is better greater / less (greater checked first, as mmcv's _init_rule).
+GREATER_KEYS = ("acc", "ap", "ar", "pck", "auc", "3dpck", "p-3dpck", "3dauc", "p-3dauc", "pcp")
+LESS_KEYS = ("loss", "epe", "nme", "mpjpe", "p-mpjpe", "n-mpjpe")
+
+
+def best_rule(save_best: str) -> str | None:
+    """The rule MMPose 0.x's EvalHook inferred for ``save_best`` (None: it inferred none either)."""
+    name = save_best.lower()
+    if any(key in name for key in GREATER_KEYS):
+        return "greater"
+    if any(key in name for key in LESS_KEYS):
+        return "less"
+    return None
+
+
 def _evaluators(evaluation: dict[str, Any], out: dict[str, Any], state: _State, report: Report) -> None:
     evaluation = dict(evaluation)
     metric = evaluation.pop("metric", "mAP")
@@ -260,6 +276,10 @@ def _evaluators(evaluation: dict[str, Any], out: dict[str, Any], state: _State, 
     out["test_evaluator"] = copy.deepcopy(metric_cfg)
     report.moved("evaluation.metric mAP", "val_evaluator / test_evaluator: CocoMetric (data_cfg's thresholds)")
     save_best = evaluation.get("save_best")
+    if save_best is not None and "rule" not in evaluation:
+        rule = best_rule(save_best)
+        if rule is not None:
+            evaluation["rule"] = rule  # 1.x's CheckpointHook infers none for `coco/AP`
     if save_best is not None and "/" not in save_best:
         evaluation["save_best"] = f"coco/{save_best}"
     _engine.evaluation_schedule(
@@ -403,6 +423,10 @@ def rules(src: dict[str, Any], out: dict[str, Any], report: Report) -> None:
     state = _State()
     evaluation = src.pop("evaluation", None)
     convert_data(src, out, report, state)
+    if "train_dataloader" in out and "auto_scale_lr" not in src:
+        # 0.x's `tools/train.py --autoscale-lr` multiplied the lr by GPUs / 8; 1.x's `--auto-scale-lr`
+        # by the total batch / base_batch_size (and needs the key): 8 GPUs' worth is 0.x's rule.
+        out["auto_scale_lr"] = {"enable": False, "base_batch_size": 8 * out["train_dataloader"]["batch_size"]}
     for name in ("train_pipeline", "val_pipeline", "test_pipeline"):
         if isinstance(src.get(name), list):
             out[name] = convert_pipeline(src.pop(name), _State(), out, Report(), name)

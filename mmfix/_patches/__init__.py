@@ -122,6 +122,12 @@ PATCHES: dict[str, Patch] = {
             "MMDetection 3.3, MMSegmentation 1.2 and MMDetection3D 1.4 accept mmcv 2.2 (bound raised in memory)",
         ),
         Patch(
+            "runner_randomness",
+            "mmengine.runner",
+            "a randomness config without a seed (legacy --deterministic / --diff-seed without --seed) fixes none, "
+            "as MMEngine's default; stock stops with a TypeError",
+        ),
+        Patch(
             "worker_errors",
             "torch",
             "a torchrun worker's uncaught exception is recorded so torchrun's summary names the rank and the error",

@@ -3,12 +3,13 @@
 Each toolbox's real 3.x-era ``tools/train.py`` / ``tools/test.py`` (from the installed
 package's ``.mim/tools``) runs on CPU (gloo), started with the legacy command line through
 ``mmfix-run``. One legacy ``--gpus 2`` training per toolbox (module-scoped) feeds the resume and
-test checks. MMSegmentation's and MMClassification's are real 0.x configs (tests/family0x_support.py:
-a real segmentor / classifier, 0.x pipelines and schedule, a tiny data set on disk) started from a
-0.x checkpoint made by MMSegmentation 0.30.0 / MMClassification 0.25.0 themselves (``--load-from``,
-``--cfg-options load_from=``); the other toolboxes, whose 0.x configs mmfix does not convert yet,
-train a tiny model registered with MMEngine from a current-format config. MMPretrain's models import
-torchvision: the 0.x environment's is put on its runs' PYTHONPATH (tests/family0x_support.py).
+test checks. MMSegmentation's, MMClassification's and MMPose's are real 0.x configs
+(tests/family0x_support.py: a real segmentor / classifier / top-down pose model, 0.x pipelines and
+schedule, a tiny data set on disk) started from a 0.x checkpoint made by MMSegmentation 0.30.0 /
+MMClassification 0.25.0 / MMPose 0.29.0 themselves (``--load-from``, ``--cfg-options load_from=``);
+MMDetection3D, whose 1.0 configs mmfix does not convert yet, trains a tiny model registered with
+MMEngine from a current-format config. MMPretrain's and MMPose's models import torchvision: the 0.x
+environment's is put on their runs' PYTHONPATH (tests/family0x_support.py).
 """
 
 from __future__ import annotations
@@ -21,7 +22,16 @@ import pytest
 import torch
 
 from conftest import clean_env, run
-from family0x_support import predict_0x, write_cls_config_0x, write_cls_data, write_seg_config_0x, write_seg_data
+from family0x_support import (
+    configs_0x,
+    predict_0x,
+    write_cls_config_0x,
+    write_cls_data,
+    write_pose_config_0x,
+    write_pose_data,
+    write_seg_config_0x,
+    write_seg_data,
+)
 from toolbox_support import TOOLBOXES, Toolbox, toolbox_env, tools_dir, write_config
 
 pytestmark = pytest.mark.slow  # real 3.x-era tools of each toolbox, launched
@@ -34,7 +44,7 @@ NAMES = ["mmseg", "mmpretrain", "mmpose", "mmdet3d"]
 TRAIN_FLAGS = {
     "mmseg": ["--load-from", "{pre}", "--diff_seed", "--seed", "0"],
     "mmpretrain": ["--device", "cpu", "--diff-seed", "--seed", "0", "--cfg-options", "load_from={pre}"],
-    "mmpose": ["--autoscale-lr", "--diff_seed", "--deterministic"],
+    "mmpose": ["--autoscale-lr", "--diff_seed", "--deterministic", "--cfg-options", "load_from={pre}"],
     "mmdet3d": ["--autoscale-lr", "--diff-seed", "--options", "train_cfg.val_interval=1"],
 }
 # The legacy test command's flags, and what its evaluation must print.
@@ -44,7 +54,7 @@ TEST_FLAGS = {
         ["--metrics", "accuracy", "--metric-options", "topk=1,2", "--out-items", "none", "--out", "{work}/results.pkl"],
         ["accuracy/top1:", "accuracy/top2:"],
     ),
-    "mmpose": (["--eval", "EPE", "--gpu-collect"], ["EPE:"]),
+    "mmpose": (["--eval", "mAP", "--gpu-collect"], ["coco/AP:"]),
     "mmdet3d": (["--eval", "mse", "--eval-options", "tol=5.0", "--deterministic"], ["toy/mse:"]),
 }
 
@@ -66,10 +76,12 @@ def mmfix_python(toolbox: Toolbox, *args: object, timeout: float = 300, extra_pa
 LEGACY_0X = {
     "mmseg": ("mmseg", "iter", "runner.max_iters=6", "resumed epoch: 0, iter: 2", "mIoU:"),
     "mmpretrain": ("mmcls", "epoch", "runner.max_epochs=3", "resumed epoch: 2", "accuracy/top1:"),
+    "mmpose": ("mmpose", "epoch", "total_epochs=3", "resumed epoch: 2", "coco/AP:"),
 }
 RELEASES = {
     "mmseg": ("MMSegmentation 0.x", "MMSegmentation 1.x"),
     "mmpretrain": ("MMClassification 0.x", "MMPretrain 1.x"),
+    "mmpose": ("MMPose 0.x", "MMPose 1.x"),
 }
 
 
@@ -96,14 +108,17 @@ def trained(request, tmp_path_factory) -> Trained:
     work = root / "work"
     pre = root / "pretrained.pth"
     legacy = toolbox.name in LEGACY_0X
-    extra_path = request.getfixturevalue("torchvision_path") if toolbox.name == "mmpretrain" else None
+    extra_path = request.getfixturevalue("torchvision_path") if toolbox.name in ("mmpretrain", "mmpose") else None
     if legacy:
+        python = request.getfixturevalue("mmdet2_python")
         if toolbox.name == "mmseg":
             config = write_seg_config_0x(root / "cfg.py", write_seg_data(root / "data"))
+        elif toolbox.name == "mmpose":
+            configs = configs_0x(python, "mmpose")
+            config = write_pose_config_0x(root / "cfg.py", write_pose_data(root / "data"), configs)
         else:
             config = write_cls_config_0x(root / "cfg.py", write_cls_data(root / "data"))
         # the config's model with weights from the 0.x toolbox's own code: a 0.x checkpoint
-        python = request.getfixturevalue("mmdet2_python")
         job = {"toolbox": LEGACY_0X[toolbox.name][0], "config": str(config), "seed": 5, "images": []}
         predict_0x(python, [{**job, "checkpoint": str(pre), "out": str(root / "none.npz")}], root)
     else:
@@ -336,11 +351,50 @@ def test_mmclassification_0x_config_is_written_out_converted_with_mmpretrains_ru
     assert "ResizeEdge" in text and "Accuracy" in text and "mmdet" not in text  # no MMDetection rule touched it
 
 
-def test_0x_config_of_a_toolbox_without_rules_stops_with_one_clear_error() -> None:
-    if not POSE_0X.is_file():
-        pytest.fail(f"{POSE_0X} missing from the repository's test data")
-    convert = run([MMFIX, "convert-config", str(POSE_0X)], env=env(TOOLBOXES["mmpose"]))
+def test_mmpose_0x_config_is_written_out_converted_with_mmposes_rules(tmp_path: Path) -> None:
+    out = tmp_path / "converted.py"
+    convert = run([MMFIX, "convert-config", str(POSE_0X), "-o", str(out)], env=env(TOOLBOXES["mmpose"]))
+    assert convert.returncode == 0, convert.stderr[-3000:]
+    text = out.read_text()
+    assert text.startswith("# MMPose 1.x config converted by mmfix from the MMPose 0.x config res50_coco_256x192.py"), (
+        text[:300]
+    )
+    assert "default_scope = 'mmpose'" in text and "TopdownPoseEstimator" in text and "HeatmapHead" in text
+    assert "MSRAHeatmap0x" in text and "CocoMetric" in text and "PackPoseInputs" in text
+    assert "mmdet" not in text  # no MMDetection rule touched it
+
+
+def test_mmpose_0x_config_not_converted_yet_stops_with_one_clear_error(tmp_path: Path) -> None:
+    # a bottom-up model, as MMPose 0.29's associative_embedding configs write it (not converted yet)
+    config = tmp_path / "higherhrnet_0x.py"
+    config.write_text(
+        "model = dict(type='AssociativeEmbedding', backbone=dict(type='HRNet'), keypoint_head=dict(\n"
+        "    type='AEHigherResolutionHead', in_channels=32, num_joints=17))\n"
+        "data = dict(samples_per_gpu=24, workers_per_gpu=2, train=dict(type='BottomUpCocoDataset',\n"
+        "    ann_file='a.json', img_prefix='img/', data_cfg=dict(), pipeline=[]))\n"
+        "optimizer = dict(type='Adam', lr=0.0015)\nlr_config = dict(policy='step', step=[200, 260])\n"
+        "total_epochs = 300\nevaluation = dict(interval=50, metric='mAP', save_best='AP')\n"
+    )
+    convert = run([MMFIX, "convert-config", str(config)], env=env(TOOLBOXES["mmpose"]))
     assert convert.returncode == 2 and convert.stdout == "", convert.stderr[-3000:]
-    assert convert.stderr.count(f"{POSE_0X} is an MMPose 0.x config (model type TopDown)") == 1, convert.stderr
+    message = convert.stderr.strip()
+    assert "cannot convert the MMPose 0.x config" in message and "is not converted yet" in message, message
+    assert "\n" not in message and "Traceback" not in message and "MMDetection" not in message, message
+
+
+MMDET3D_0X = (
+    Path(__file__).resolve().parents[1]
+    / "data/family_0x_configs/mmdetection3d-1.0.0rc6/configs/pointpillars/hv_pointpillars_secfpn_6x8_160e_kitti-3d-car.py"
+)
+
+
+def test_0x_config_of_a_toolbox_without_rules_stops_with_one_clear_error() -> None:
+    if not MMDET3D_0X.is_file():
+        pytest.fail(f"{MMDET3D_0X} missing from the repository's test data")
+    convert = run([MMFIX, "convert-config", str(MMDET3D_0X)], env=env(TOOLBOXES["mmdet3d"]))
+    assert convert.returncode == 2 and convert.stdout == "", convert.stderr[-3000:]
+    assert convert.stderr.count(f"{MMDET3D_0X} is an MMDetection3D 1.0 config (model type VoxelNet)") == 1, (
+        convert.stderr
+    )
     assert "legacy-format conversion is not available in this mmfix version" in convert.stderr
-    assert "MMDetection" not in convert.stderr and "Traceback" not in convert.stderr
+    assert "Traceback" not in convert.stderr

@@ -49,6 +49,7 @@ TARGETS = {
     "atomic_save": [("mmengine.runner.checkpoint", "save_checkpoint"),
                     ("mmengine.fileio.backends.local_backend", "LocalBackend.put")],
     "resume_fallback": [("mmengine.runner.checkpoint", "find_latest_checkpoint")],
+    "runner_randomness": [("mmengine.runner.runner", "Runner.set_randomness")],
     "legacy_config": [("mmengine.config.config", "Config.fromfile"), ("mmengine.config.config", "Config.merge_from_dict")],
     # load_state_dict, and _load_checkpoint_to_model under each name its callers imported it by.
     "legacy_checkpoint": [("mmengine.runner.checkpoint", "load_state_dict"),

@@ -142,6 +142,7 @@ def test_schedule_batch_and_evaluation() -> None:
     assert out["val_evaluator"]["type"] == "CocoMetric"
     assert out["val_evaluator"]["nms_mode"] == "oks_nms" and out["val_evaluator"]["nms_thr"] == 0.9
     assert out["default_hooks"]["checkpoint"]["save_best"] == "coco/AP"
+    assert out["default_hooks"]["checkpoint"]["rule"] == "greater"  # 0.x inferred it; 1.x needs it
     val = out["val_dataloader"]["dataset"]
     assert val["type"] == "CocoDataset" and val["data_mode"] == "topdown" and val["bbox_file"].endswith(".json")
 
@@ -175,3 +176,13 @@ def test_0x_random_box_augmentations_are_kept_as_0x_drew_them() -> None:
 def test_what_is_not_converted_yet_stops_with_one_clear_error(change) -> None:
     with pytest.raises(ConfigConversionError, match="not converted yet"):
         convert(coco(**copy.deepcopy(change)), "mmpose")
+
+
+@pytest.mark.parametrize(
+    ("save_best", "rule"), [("AP", "greater"), ("PCK", "greater"), ("AUC", "greater"), ("EPE", "less"), ("NME", "less")]
+)
+def test_save_best_gets_the_rule_mmpose_0x_inferred(save_best, rule):
+    from mmfix._configs._mmpose import best_rule
+
+    assert best_rule(save_best) == rule
+    assert best_rule("bogus_metric") is None  # 0.x refused it too; 1.x's error says so
