@@ -538,4 +538,6 @@ def test_sizes_arguments_and_pickles_the_check_once_priced_as_nothing_are_refuse
         else:
             assert error == "CheckpointRefusedError" and "malicious" in message, (what, error, message)
     assert report["mib"] < MEMORY_MIB, report["mib"]
-    assert report["cpu"] < SECONDS * len(corpus), report["cpu"]
+    # the whole process (its imports included: 20-30 s on the floor cell's Python 3.9 and torch
+    # 2.7): 10 s of CPU per file, where one of them loaded would take minutes
+    assert report["cpu"] < 10.0 * len(corpus), report["cpu"]

@@ -31,7 +31,7 @@ from conftest import clean_env, run
 from family0x_support import configs_0x, predict_0x, seeded_images
 from toolbox_support import tools_dir
 
-pytestmark = [pytest.mark.slow, pytest.mark.matrix]
+pytestmark = pytest.mark.slow  # in the version matrix's `mmpose` cell (scripts/matrix.sh), by name
 
 TOPDOWN = "2d_kpt_sview_rgb_img/topdown_heatmap"
 #: configs under MMPose 0.29.0's configs/
