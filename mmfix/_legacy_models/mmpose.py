@@ -75,7 +75,8 @@ class TopDownHalfBodyTransform0x(BaseTransform):
         self.image_size = (float(image_size[0]), float(image_size[1]))
 
     def _half_body(self, keypoints: np.ndarray, visible: np.ndarray, upper_ids: Any) -> Any:
-        upper, lower = [], []
+        upper: list[np.ndarray] = []
+        lower: list[np.ndarray] = []
         for joint in range(len(keypoints)):
             if visible[joint] > 0:
                 (upper if joint in upper_ids else lower).append(keypoints[joint])
