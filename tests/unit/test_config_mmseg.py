@@ -258,8 +258,8 @@ def test_mmdetection_stays_the_default_rules():
     cfg = {"model": {"type": "FasterRCNN"}, "runner": {"type": "EpochBasedRunner", "max_epochs": 12}}
     out, report = convert(cfg)
     assert out["default_scope"] == "mmdet" and report.toolbox == "mmdet"
-    with pytest.raises(ValueError, match="no config rules for toolbox 'mmpose'"):
-        convert(cfg, "mmpose")
+    with pytest.raises(ValueError, match="no config rules for toolbox 'mmdet3d'"):
+        convert(cfg, "mmdet3d")
 
 
 def test_a_refusal_names_mmsegmentations_releases_not_mmdetections():
