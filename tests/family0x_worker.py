@@ -52,22 +52,30 @@ def _seed_weights(model: torch.nn.Module, seed: int) -> None:
                     tensor.copy_(base + (noise.abs() if name == "running_var" else noise))
 
 
-def _segmentation(job: dict) -> None:
-    import logging
-
-    logging.getLogger("mmcv").setLevel(logging.WARNING)  # init_weights' per-parameter lines
+def _built_0x(job: dict, build):
+    """The job's 0.x config (its ``options`` merged) and its model, built by the 0.x toolbox's
+    ``build`` without pretrained weights, seeded (``_seed_weights``)."""
     from mmcv import Config
-    from mmcv.parallel import collate
-    from mmcv.runner import save_checkpoint
-    from mmseg.datasets.pipelines import Compose
-    from mmseg.models import build_segmentor
 
     cfg = Config.fromfile(job["config"])
     if job.get("options"):  # JSON has no tuples: a list of numbers is a tuple (a scale) in 0.x configs
         cfg.merge_from_dict({k: _tuples(v) for k, v in job["options"].items()})
     strip_pretrained(cfg.model)
-    model = build_segmentor(cfg.model)
+    model = build(cfg.model)
     _seed_weights(model, job["seed"])
+    return cfg, model
+
+
+def _segmentation(job: dict) -> None:
+    import logging
+
+    logging.getLogger("mmcv").setLevel(logging.WARNING)  # init_weights' per-parameter lines
+    from mmcv.parallel import collate
+    from mmcv.runner import save_checkpoint
+    from mmseg.datasets.pipelines import Compose
+    from mmseg.models import build_segmentor
+
+    cfg, model = _built_0x(job, build_segmentor)
     model.CLASSES = tuple(f"c{i}" for i in range(model.num_classes))
     model.PALETTE = [[i, i, i] for i in range(len(model.CLASSES))]
     model.eval()
@@ -94,16 +102,10 @@ def _classification(job: dict) -> None:
     logging.getLogger("mmcv").setLevel(logging.WARNING)
     from mmcls.datasets.pipelines import Compose
     from mmcls.models import build_classifier
-    from mmcv import Config
     from mmcv.parallel import collate
     from mmcv.runner import save_checkpoint
 
-    cfg = Config.fromfile(job["config"])
-    if job.get("options"):
-        cfg.merge_from_dict({k: _tuples(v) for k, v in job["options"].items()})
-    strip_pretrained(cfg.model)
-    model = build_classifier(cfg.model)
-    _seed_weights(model, job["seed"])
+    cfg, model = _built_0x(job, build_classifier)
     # The head's weights spread wider than its initialisation (std 0.01): scores far from uniform,
     # so that a difference in any step shows in them.
     generator = torch.Generator().manual_seed(job["seed"] + 2)
@@ -147,18 +149,12 @@ def _pose(job: dict) -> None:
     import logging
 
     logging.getLogger("mmcv").setLevel(logging.WARNING)
-    from mmcv import Config
     from mmcv.runner import save_checkpoint
     from mmpose.apis import inference_top_down_pose_model
     from mmpose.datasets import DatasetInfo
     from mmpose.models import build_posenet
 
-    cfg = Config.fromfile(job["config"])
-    if job.get("options"):
-        cfg.merge_from_dict({k: _tuples(v) for k, v in job["options"].items()})
-    strip_pretrained(cfg.model)
-    model = build_posenet(cfg.model)
-    _seed_weights(model, job["seed"])
+    cfg, model = _built_0x(job, build_posenet)
     # The final layer spread wider than its initialisation (std 0.001): heatmaps with clear maxima
     # at different places per keypoint, so that a difference in the affine, the flip or the
     # decoding moves them.
