@@ -36,18 +36,33 @@ LEGACY_SCHEDULE_RUNTIME_KEYS = (
     "auto_resume",
 )
 
-_SUPPORTED_POLICIES = (
-    "step",
-    "fixed",
-    "CosineAnnealing",
-    "FlatCosineAnnealing",
-    "poly",
-    "exp",
-    "CosineRestart",
-    "OneCycle",
-    "YOLOX",
-    "cyclic",
-)
+#: mmcv's LR (and momentum) updater hooks by class-name prefix -> the policy names the rows below
+#: test (the spelling 2.x configs mostly use)
+_MMCV_HOOKS = {
+    "Step": "step",
+    "Fixed": "fixed",
+    "CosineAnnealing": "CosineAnnealing",
+    "FlatCosineAnnealing": "FlatCosineAnnealing",
+    "Poly": "poly",
+    "Exp": "exp",
+    "CosineRestart": "CosineRestart",
+    "OneCycle": "OneCycle",
+    "YOLOX": "YOLOX",
+    "Cyclic": "cyclic",
+}
+
+
+def mmcv_policy(policy: Any) -> Any:
+    """The policy as mmcv read it: ``policy.title() + 'LrUpdaterHook'`` where it is all lower case,
+    else the name itself, so ``'Fixed'`` and ``'fixed'`` (MMPose 0.x's mesh configs write the first)
+    are one hook, and a spelling mmcv had no hook for stays itself (refused below). mmcv registered
+    LR and momentum updater hooks by the same rule."""
+    if not isinstance(policy, str):
+        return policy
+    return _MMCV_HOOKS.get(policy.title() if policy == policy.lower() else policy, policy)
+
+
+_SUPPORTED_POLICIES = tuple(_MMCV_HOOKS.values())
 
 
 class Loop:
@@ -243,10 +258,10 @@ def convert_lr_config(
         lr = dict(lr)
         policy = mmcv_policy(lr.pop("policy", None))
         # mmcv's cyclic and one-cycle hooks defaulted to by_epoch=False, the others to True.
-        by_epoch = lr.pop("by_epoch", policy not in ("cyclic", "Cyclic", "OneCycle"))
+        by_epoch = lr.pop("by_epoch", policy not in ("cyclic", "OneCycle"))
         if policy == "YOLOX":
             schedulers = _yolox(lr, loop, base_lr, report)
-        elif policy in ("cyclic", "Cyclic"):
+        elif policy == "cyclic":
             schedulers = warmup(lr, report) + _cyclic(lr, loop, by_epoch, "lr_config", "LR")
         else:
             schedulers.extend(warmup(lr, report))
@@ -260,30 +275,6 @@ def convert_lr_config(
         schedulers.extend(_momentum(dict(momentum), loop))
         report.moved("momentum_config", "param_scheduler")
     out["param_scheduler"] = schedulers
-
-
-#: mmcv's LR updater hooks by class-name prefix -> the rows of _main_policy (mmcv's spelling)
-_MMCV_HOOKS = {
-    "Step": "step",
-    "Fixed": "fixed",
-    "CosineAnnealing": "CosineAnnealing",
-    "FlatCosineAnnealing": "FlatCosineAnnealing",
-    "Poly": "poly",
-    "Exp": "exp",
-    "CosineRestart": "CosineRestart",
-    "OneCycle": "OneCycle",
-    "YOLOX": "YOLOX",
-    "Cyclic": "cyclic",
-}
-
-
-def mmcv_policy(policy: Any) -> Any:
-    """The policy as mmcv read it: ``policy.title() + 'LrUpdaterHook'`` where it is all lower case,
-    else the name itself, so ``'Fixed'`` and ``'fixed'`` (MMPose 0.x's mesh configs write the first)
-    are one hook, and a spelling mmcv had no hook for stays itself (refused below)."""
-    if not isinstance(policy, str):
-        return policy
-    return _MMCV_HOOKS.get(policy.title() if policy == policy.lower() else policy, policy)
 
 
 def min_lr(lr: dict[str, Any], target: dict[str, Any]) -> None:
@@ -477,8 +468,8 @@ def _yolox(lr: dict[str, Any], loop: Loop, base_lr: float | None, report: Report
 
 
 def _momentum(momentum: dict[str, Any], loop: Loop) -> list[dict[str, Any]]:
-    policy = momentum.pop("policy", None)
-    by_epoch = momentum.pop("by_epoch", policy not in ("cyclic", "Cyclic", "OneCycle"))
+    policy = mmcv_policy(momentum.pop("policy", None))
+    by_epoch = momentum.pop("by_epoch", policy not in ("cyclic", "OneCycle"))
     span = _span(loop, by_epoch)
     if policy == "step":
         return [
@@ -496,7 +487,7 @@ def _momentum(momentum: dict[str, Any], loop: Loop) -> list[dict[str, Any]]:
         elif "min_momentum_ratio" in momentum:
             target["eta_min_ratio"] = momentum.pop("min_momentum_ratio")
         return [target]
-    if policy in ("cyclic", "Cyclic"):
+    if policy == "cyclic":
         return _cyclic(momentum, loop, by_epoch, "momentum_config", "Momentum")
     raise ConfigConversionError(
         "momentum_config.policy",

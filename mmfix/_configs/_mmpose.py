@@ -382,8 +382,7 @@ def convert_model(src: dict[str, Any], out: dict[str, Any], report: Report, stat
     test_cfg = dict(model.pop("test_cfg", None) or {})
     new["head"] = _head(model.pop("keypoint_head"), report)
     codec_cfg = codec(state, test_cfg)
-    if not codec_cfg.get("unbiased"):
-        codec_cfg["type"] = "MSRAHeatmap"
+    if not codec_cfg.get("unbiased"):  # 0.x's quarter-pixel refinement; DARK's is 1.x's own
         _engine.legacy_component(
             codec_cfg, out, report, "the codec (data_cfg, model.test_cfg)", "MSRAHeatmap0x", LEGACY_MODULE
         )

@@ -410,3 +410,15 @@ print(cfg.model.test_cfg.score_thr, cfg.model.test_cfg.nms_pre, cfg.train_datalo
 """
     out = run_python(code, env=clean_env()).stdout.strip().splitlines()[-1]
     assert out == "0.0 123 3", out
+
+
+def test_momentum_policy_spelled_as_mmcv_hooks_are_named_is_that_policy():
+    # mmcv registered momentum updater hooks by the same title-casing rule as the LR ones
+    runner = {"type": "EpochBasedRunner", "max_epochs": 4}
+    optimizer = {"type": "SGD", "lr": 0.1, "momentum": 0.9}
+    converted = [
+        convert({"momentum_config": {"policy": p, "step": [2]}, "runner": runner, "optimizer": optimizer})[0]
+        for p in ("Step", "step")
+    ]
+    assert converted[0]["param_scheduler"] == converted[1]["param_scheduler"]
+    assert converted[0]["param_scheduler"][0]["type"] == "MultiStepMomentum"
