@@ -422,7 +422,7 @@ def rules(src: dict[str, Any], out: dict[str, Any], report: Report) -> None:
     state = _State()
     evaluation = src.pop("evaluation", None)
     convert_data(src, out, report, state)
-    if "train_dataloader" in out and "auto_scale_lr" not in src:
+    if "train_dataloader" in out and "auto_scale_lr" not in out:  # a config's own (convert_runtime) wins
         # 0.x's `tools/train.py --autoscale-lr` multiplied the lr by GPUs / 8; 1.x's `--auto-scale-lr`
         # by the total batch / base_batch_size (and needs the key): 8 GPUs' worth is 0.x's rule.
         out["auto_scale_lr"] = {"enable": False, "base_batch_size": 8 * out["train_dataloader"]["batch_size"]}

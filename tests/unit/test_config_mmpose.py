@@ -186,3 +186,11 @@ def test_save_best_gets_the_rule_mmpose_0x_inferred(save_best, rule):
 
     assert best_rule(save_best) == rule
     assert best_rule("bogus_metric") is None  # 0.x refused it too; 1.x's error says so
+
+
+def test_auto_scale_lr_is_0x_gpus_over_8_unless_the_config_sets_its_own():
+    out, _ = convert(coco(), "mmpose")
+    assert out["auto_scale_lr"] == {"enable": False, "base_batch_size": 8 * 64}
+    own = {"enable": False, "base_batch_size": 256}
+    out, _ = convert(coco(auto_scale_lr=own), "mmpose")
+    assert out["auto_scale_lr"] == own
