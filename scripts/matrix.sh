@@ -13,14 +13,18 @@
 # cell's pinned requirements, `-e .`, and the lines of REQUIREMENT_FILES for every package the cell
 # does not pin itself (requirements/test.txt's test tools less ruff and mypy, which are the lint
 # run's; requirements/mmdet.txt's mmcv-lite and MMDetection, pure Python: the `not slow` suite's
-# ops tests drive mmfix's ops through mmcv's Python API). Then `python -m pytest -q -m "not slow or matrix"`,
-# the checkpoint-security tests (SECURITY_TESTS) and today's-stack tests (STACK_TESTS), both
-# marked slow. Prints PASS/FAIL per cell with the time taken (install + tests) and exits non-zero
-# if any cell fails. The pip output and each pytest run's full output are in
+# ops tests drive mmfix's ops through mmcv's Python API). Then `python -m pytest -q -m "not slow or matrix"`
+# (in two runs: tests/ops, the rest), the checkpoint-security tests (SECURITY_*_TESTS, two runs)
+# and today's-stack tests (STACK_TESTS), the last two marked slow: the cell's units (UNITS).
+# Prints PASS/FAIL per cell with the time taken (install + tests) and exits non-zero if any cell
+# fails. The pip output and each pytest run's full output are in
 # $MMFIX_MATRIX_DIR/<cell>.log. Each pytest run uses $MMFIX_MATRIX_WORKERS pytest-xdist workers
 # (default 2, one file per worker at a time as in the README's test command; 0: one process).
 # MMFIX_MATRIX_STEPS=install builds the cells' venvs only, =tests runs the tests in the venvs such
-# a run built (.ci/run builds them beside its own set-up and main suite, and tests them after).
+# a run built (.ci/run builds them beside its own set-up and main suite, and tests them after);
+# with --jobs N, =tests shares out the cells' units, not whole cells, between the N slots, longest
+# first (issue 29: whole cells left one slot idle for the last minutes, 738 s where the units
+# fill both).
 #
 # Only the libraries mmfix patches vary here: the whole-stack tests (compiled mmcv, real
 # MMDetection 2.28.2, the OpenMMLab toolboxes, SLURM) are .ci/run's main run, so their REQUIRE_*
@@ -86,9 +90,13 @@ CELLS=(
     "mmpose  | 3.11 | yes | torch==2.13.0 numpy<2 opencv-python<4.12 xtcocotools==1.14.3 json-tricks==3.17.3 munkres==3.0.0 nodeps:mmpose==1.3.2 | REQUIRE_TOOLBOXES=mmpose REQUIRE_COMPILED_MMCV=1 -- tests/integration/test_toolbox_zoo_ops.py tests/integration/test_legacy_toolboxes.py tests/unit/test_translate_toolboxes.py tests/unit/test_config_mmpose.py tests/integration/test_family_0x_mmpose.py -k mmpose"
 )
 
-SECURITY_TESTS=(
+# The checkpoint-security tests, in two runs of about the same length (the crafted files through
+# every loader; the bounded-cost ones): a cell's tests are shared out between CI's two slots by run.
+SECURITY_CRAFTED_TESTS=(
     tests/integration/test_crafted_checkpoints.py
     tests/integration/test_malicious_checkpoints.py
+)
+SECURITY_COST_TESTS=(
     tests/integration/test_bounded_cost.py
     tests/unit/test_pickle_cost.py
 )
@@ -98,6 +106,12 @@ SECURITY_TESTS=(
 # slow, cheap (~1 min); each cell runs them with REQUIRE_NO_PKG_RESOURCES=1 (requirements/test.txt
 # installs setuptools >= 82 there) and, where the cell pins mmcv-lite 2.2, REQUIRE_MMCV22=1.
 STACK_TESTS=(tests/integration/test_todays_stack.py)
+
+# A cell's units (run_cell's `case`), longest first: the order in which MMFIX_MATRIX_STEPS=tests
+# --jobs N hands them to its slots. Typical seconds in CI (2 cores, two units at once, one process
+# each; 2026-12-06, floor and ceiling): own (mmpose) 180, cost 150-170, fast-rest ~150, crafted
+# 130-150, fast-ops ~70, stack 3-21; alone on the machine fast-rest takes 103 s, fast-ops 49.
+UNITS=(own cost fast-rest crafted fast-ops stack)
 
 # Installed in every cell: without mmcv the 59 `not slow` tests that drive mmfix's ops through
 # mmcv's Python API (tests/ops_support.py's require_mmcv) skip, and a cell would not run them on
@@ -160,14 +174,17 @@ cell_pytest() {
     local -a switches=()
     while [[ $1 != -- ]]; do switches+=("$1"); shift; done
     shift
-    out=$ROOT/$name.pytest.out
-    echo "---- ${switches[*]} python -m pytest -q $*" >>"$ROOT/$name.log"
+    out=$ROOT/$name.$BASHPID.pytest.out  # a cell's units may run at once
     env -u REQUIRE_MMDET -u REQUIRE_COMPILED_MMCV -u REQUIRE_TOOLBOXES -u REQUIRE_SLURM \
         -u REQUIRE_NO_PKG_RESOURCES -u REQUIRE_MMCV22 -u REQUIRE_MMDET2 -u PYTHONPATH \
         VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" "${switches[@]}" \
         "$venv/bin/python" -m pytest -q -p no:cacheprovider --durations=10 -n "$WORKERS" --dist loadfile "$@" \
         >"$out" 2>&1 || prc=$?
-    cat "$out" >>"$ROOT/$name.log"
+    {  # into the cell's log whole, one run after the other
+        flock 9
+        echo "---- ${switches[*]} python -m pytest -q $*"
+        cat "$out"
+    } 9>>"$ROOT/$name.log" >>"$ROOT/$name.log"
     summary=$(grep -E '^=+ .* in [0-9.]+s' "$out" | tail -n 1 || true)
     [[ -n $summary ]] || summary=$(tail -n 1 "$out")
     echo "   pytest -q $*: $summary"
@@ -215,9 +232,10 @@ names = ("torch", "wrapt", "mmengine", "numpy", "mmcv-lite", "mmdet")
 print("Python %d.%d.%d" % sys.version_info[:3], *("%s %s" % (n, m.version(n)) for n in names))' 2>&1)"
 }
 
-# run_cell NAME: 0 if the cell installs and its tests pass. Prints progress; everything else goes to the log.
+# run_cell NAME [UNIT]: 0 if the cell installs (or, with MMFIX_MATRIX_STEPS=tests, was
+# installed) and its tests pass (only UNIT's, if named). Prints progress; everything else goes to the log.
 run_cell() {
-    local name=$1 row py reqs tools python venv log rc=0 t0 t_install owned="" req
+    local name=$1 only_unit=${2:-} row py reqs tools python venv log rc=0 t0 t_install owned="" req
     row=$(row_of "$name") || { echo "matrix: no cell named '$name'" >&2; return 2; }
     py=$(field "$row" 2)
     read -r -a reqs <<<"$(field "$row" 4)"
@@ -243,7 +261,7 @@ run_cell() {
             echo "== $name: not installed (MMFIX_MATRIX_STEPS=install first; see $log)"
             return 1
         fi
-        cat "$ROOT/$name.installed"
+        [[ -n $only_unit ]] || cat "$ROOT/$name.installed"  # (the units' scheduler prints it once)
         t_install=$(tail -n 1 "$ROOT/$name.installed-seconds")
         t0=$((SECONDS - t_install))
     else
@@ -255,23 +273,41 @@ run_cell() {
     fi
 
     # The tests, in the cell's environment (its bin/ first on PATH: the tests run mmfix-run and
-    # torchrun), from the repository root, with the whole-stack REQUIRE_* switches off.
-    if [[ -n $own ]]; then
-        local -a own_switches=() own_args=()
-        read -r -a own_args <<<"$own"
-        while ((${#own_args[@]} > 0)) && [[ ${own_args[0]} != -- ]]; do
-            own_switches+=("${own_args[0]}")
-            own_args=("${own_args[@]:1}")
-        done
-        own_args=("${own_args[@]:1}")
-        cell_pytest "$name" "$venv" "${own_switches[@]}" -- "${own_args[@]}" || rc=1
-    else
-        cell_pytest "$name" "$venv" -- -m "not slow or matrix" || rc=1
-        cell_pytest "$name" "$venv" -- "${SECURITY_TESTS[@]}" || rc=1
-        cell_pytest "$name" "$venv" "${stack[@]}" -- "${STACK_TESTS[@]}" || rc=1
-    fi
-    echo "   ($name: install ${t_install} s, tests $((SECONDS - t0 - t_install)) s)"
+    # torchrun), from the repository root, with the whole-stack REQUIRE_* switches off: the one
+    # unit asked for, or all of the cell's.
+    local -a units
+    if [[ -n $only_unit ]]; then units=("$only_unit"); else read -r -a units <<<"$(cell_units "$name")"; fi
+    local unit
+    for unit in "${units[@]}"; do
+        case $unit in
+            own)
+                local -a own_switches=() own_args=()
+                read -r -a own_args <<<"$own"
+                while ((${#own_args[@]} > 0)) && [[ ${own_args[0]} != -- ]]; do
+                    own_switches+=("${own_args[0]}")
+                    own_args=("${own_args[@]:1}")
+                done
+                own_args=("${own_args[@]:1}")
+                cell_pytest "$name" "$venv" "${own_switches[@]}" -- "${own_args[@]}" || rc=1
+                ;;
+            fast-ops) cell_pytest "$name" "$venv" -- -m "not slow or matrix" tests/ops || rc=1 ;;
+            fast-rest) cell_pytest "$name" "$venv" -- -m "not slow or matrix" --ignore=tests/ops || rc=1 ;;
+            crafted) cell_pytest "$name" "$venv" -- "${SECURITY_CRAFTED_TESTS[@]}" || rc=1 ;;
+            cost) cell_pytest "$name" "$venv" -- "${SECURITY_COST_TESTS[@]}" || rc=1 ;;
+            stack) cell_pytest "$name" "$venv" "${stack[@]}" -- "${STACK_TESTS[@]}" || rc=1 ;;
+            *) echo "matrix: no unit named '$unit' (units: ${UNITS[*]})" >&2; return 2 ;;
+        esac
+    done
+    if [[ -z $only_unit ]]; then echo "   ($name: install ${t_install} s, tests $((SECONDS - t0 - t_install)) s)"; fi
     return $rc
+}
+
+# cell_units NAME: the cell's units, in UNITS' order: `own` for a cell with its own tests, the
+# standard ones otherwise.
+cell_units() {
+    local row
+    row=$(row_of "$1") || return 2
+    if [[ -n $(field "$row" 5) ]]; then echo own; else echo "${UNITS[@]:1}"; fi
 }
 
 usage() {
@@ -286,7 +322,7 @@ if [[ ${1:-} == --jobs ]]; then
     shift 2
 fi
 (($# > 0)) || usage
-for f in "${SECURITY_TESTS[@]}" "${STACK_TESTS[@]}" "${REQUIREMENT_FILES[@]}"; do
+for f in "${SECURITY_CRAFTED_TESTS[@]}" "${SECURITY_COST_TESTS[@]}" "${STACK_TESTS[@]}" "${REQUIREMENT_FILES[@]}"; do
     [[ -f $f ]] || { echo "matrix: $f is missing (named at the top of $0)" >&2; exit 2; }
 done
 
@@ -337,7 +373,43 @@ cell_verdict() {
 
 results=()
 failed=0
-if ((max_jobs == 1)); then
+if [[ $STEPS == tests ]] && ((max_jobs > 1)); then
+    # The cells' units shared out between the slots, longest first (UNITS), each printing into its
+    # own file; printed cell by cell once all end. A cell's time: its install plus its units'.
+    mkdir -p "$ROOT"
+    for unit in "${UNITS[@]}"; do
+        for name in "${selected[@]}"; do
+            [[ " $(cell_units "$name") " == *" $unit "* ]] || continue
+            while (($(jobs -rp | wc -l) >= max_jobs)); do wait -n || true; done
+            (
+                start=$SECONDS
+                rc=0
+                run_cell "$name" "$unit" >"$ROOT/$name.$unit.progress" 2>&1 || rc=$?
+                echo "$rc $((SECONDS - start))" >"$ROOT/$name.$unit.rc"
+            ) &
+        done
+    done
+    wait
+    for name in "${selected[@]}"; do
+        if [[ -s $ROOT/$name.installed ]]; then
+            cat "$ROOT/$name.installed"
+            took=$(tail -n 1 "$ROOT/$name.installed-seconds")
+        else
+            echo "== $name: not installed (MMFIX_MATRIX_STEPS=install first; see $ROOT/$name.log)"
+            took=0
+        fi
+        cell_rc=0 tests_took=0
+        for unit in $(cell_units "$name"); do
+            [[ -s $ROOT/$name.installed ]] && cat "$ROOT/$name.$unit.progress"
+            read -r rc unit_took <"$ROOT/$name.$unit.rc"
+            ((rc == 0)) || cell_rc=$rc
+            tests_took=$((tests_took + unit_took))
+        done
+        [[ -s $ROOT/$name.installed ]] && echo "   ($name: install $took s, tests $tests_took s)"
+        results+=("$(cell_verdict "$name" "$cell_rc" $((took + tests_took)))")
+        ((cell_rc == 0)) || failed=1
+    done
+elif ((max_jobs == 1)); then
     for name in "${selected[@]}"; do
         start=$SECONDS
         rc=0

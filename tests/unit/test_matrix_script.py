@@ -5,6 +5,7 @@ The cells themselves run in CI (.ci/run ends with `matrix.sh --jobs 2 ci`)."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -104,3 +105,53 @@ def test_the_heavy_first_table_names_existing_test_files_and_orders_them_first()
     ids = [line for line in listing if "::" in line]
     # the listed heavy file comes first though collected after the unit tests
     assert ids and ids[0].startswith("tests/integration/test_faults.py::"), ids[:3]
+
+
+def test_ci_tests_step_shares_out_every_cells_units_once_and_fails_the_cell_of_a_failing_unit(tmp_path: Path) -> None:
+    # The scheduler of `MMFIX_MATRIX_STEPS=tests --jobs 2` (issue 29) on installed-looking cells
+    # whose interpreter only records what it was asked to run: the real cells' venvs take minutes.
+    trace = tmp_path / "trace"
+    for cell in ("floor", "ceiling", "mmpose"):
+        (tmp_path / f"{cell}.installed").write_text(f"== {cell}: Python x\n   installed in 10 s: recorded\n")
+        (tmp_path / f"{cell}.installed-seconds").write_text("10\n")
+        python = tmp_path / cell / "bin" / "python"
+        python.parent.mkdir(parents=True)
+        failing = "floor" if cell == "floor" else "no-such-cell"
+        python.write_text(
+            "#!/bin/bash\n"
+            f'echo "{cell} $*" >>{trace}\n'
+            f'if [[ "$*" == *test_bounded_cost* && {cell} == {failing} ]]; then\n'
+            '  echo "=== 1 failed, 3 passed in 1.00s ==="; echo "FAILED tests/x.py::y"; exit 1\nfi\n'
+            'echo "=== 3 passed in 1.00s ==="\n'
+        )
+        python.chmod(0o755)
+    result = subprocess.run(
+        ["bash", str(SCRIPT), "--jobs", "2", "ci"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={
+            **os.environ,
+            "MMFIX_MATRIX_DIR": str(tmp_path),
+            "MMFIX_MATRIX_STEPS": "tests",
+            "MMFIX_MATRIX_WORKERS": "0",
+        },
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    runs = sorted(trace.read_text().splitlines())
+    standard = [
+        "-m not slow or matrix --ignore=tests/ops",
+        "-m not slow or matrix tests/ops",
+        "tests/integration/test_bounded_cost.py tests/unit/test_pickle_cost.py",
+        "tests/integration/test_crafted_checkpoints.py tests/integration/test_malicious_checkpoints.py",
+        "tests/integration/test_todays_stack.py",
+    ]
+    suffix = "-m pytest -q -p no:cacheprovider --durations=10 -n 0 --dist loadfile "
+    expected = [f"{cell} {suffix}{args}" for cell in ("ceiling", "floor") for args in standard]
+    expected.append(f"mmpose {suffix}{_cells()['mmpose'][4].split(' -- ', 1)[1]}")
+    assert runs == sorted(expected)  # every unit once, nothing else
+    verdicts = result.stdout.split("== matrix:")[1].split()
+    assert verdicts[:2] == ["FAIL", "floor"] and "PASS" in verdicts and "ceiling" in verdicts
+    assert "FAILED tests/x.py::y" in result.stdout
+    assert result.stdout.count("== floor: Python x") == 1  # each cell's header once, its units below it
