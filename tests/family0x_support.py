@@ -374,3 +374,106 @@ data = dict(
 )
 """)
     return path
+
+
+#: MPII's joint names in its mpii_gt_val.mat order (0.29's TopDownMpiiDataset.evaluate looks them up)
+MPII_JOINTS = ["rank", "rkne", "rhip", "lhip", "lkne", "lank", "pelv", "thor", "neck", "head"]
+MPII_JOINTS += ["rwri", "relb", "rsho", "lsho", "lelb", "lwri"]
+
+
+def write_keypoint_eval_data(
+    root: Path, layout: str, keypoints: int, count: int = 10, seed: int = 0, crop: int | None = None
+) -> tuple[Path, Path, Path]:
+    """A small annotated keypoint data set in one of MMPose's layouts, and predictions near its
+    ground truth: ``(annotation file, image folder, predictions.npz)``.
+
+    ``layout``: ``coco`` (one annotation per image, with every field a 0.x or 1.x top-down loader
+    reads: box, keypoints, ``center``/``scale``, AFLW's ``box_size``, Panoptic's ``head_size``),
+    ``jhmdb`` (the same, 1-based as JHMDB's) or ``mpii`` (MPII's JSON list, 1-based, and its
+    ``mpii_gt_val.mat``). ``crop``: every image that size and its box the whole image (Fly's,
+    Locust's, FreiHand's). Boxes cross the image's edges now and then, some keypoints are not
+    labelled. Predictions (keyed by image file name, K x 2, 0-based as the loaders read the ground
+    truth) are the ground truth moved by a normal error of 0.12 box sides, so that thresholds split
+    them."""
+    import cv2
+
+    rng = np.random.default_rng(seed)
+    (root / "images").mkdir(parents=True, exist_ok=True)
+    images, annotations, mpii, predictions = [], [], [], {}
+    one_based = layout in ("jhmdb", "mpii")
+    for index in range(count):
+        height, width = (crop, crop) if crop else (int(rng.integers(120, 180)), int(rng.integers(120, 180)))
+        name = f"{index + 1:06d}.jpg"
+        cv2.imwrite(str(root / "images" / name), (rng.random((height, width, 3)) * 255).astype(np.uint8))
+        if crop:
+            x, y, w, h = 0.0, 0.0, float(crop), float(crop)
+        else:  # every third box crosses an edge (1.x clips boxes to the image, 0.x did not everywhere)
+            w, h = float(rng.uniform(50, 90)), float(rng.uniform(50, 90))
+            x = float(rng.uniform(-20, -5)) if index % 3 == 0 else float(rng.uniform(5, width - w - 5))
+            y = (
+                float(rng.uniform(height - h + 5, height - h + 20))
+                if index % 3 == 1
+                else float(rng.uniform(5, height - h - 5))
+            )
+        points = np.stack(
+            [rng.uniform(x + 0.1 * w, x + 0.9 * w, keypoints), rng.uniform(y + 0.1 * h, y + 0.9 * h, keypoints)], 1
+        )
+        points = np.clip(points, 2, [width - 3, height - 3]).round(2)
+        visible = np.where(rng.random(keypoints) < 0.8, 2, 0)
+        visible[:2] = 2  # the normalising pairs (300W's, a torso's) are labelled
+        if keypoints > 5:
+            visible[4:6] = 2
+        side = max(w, h)
+        predictions[name] = points + rng.normal(0, 0.12 * side, points.shape)
+        labelled = points * (visible[:, None] > 0) + (1.0 if one_based else 0.0) * (visible[:, None] > 0)
+        if layout == "mpii":
+            mpii.append(
+                {
+                    "image": name,
+                    "center": [x + w / 2 + 1, y + h / 2 + 1],
+                    "scale": side / 200.0,
+                    "joints": labelled.tolist(),
+                    "joints_vis": (visible > 0).astype(int).tolist(),
+                    "head": [[x + 1, y + 1], [x + 1 + w * 0.3, y + 1 + h * 0.25]],
+                }
+            )
+            continue
+        # ids of one length: 0.29's JHMDB evaluate sorts its results by "<image id>_<n>" strings
+        images.append({"id": 101 + index, "file_name": name, "height": height, "width": width})
+        annotations.append(
+            {
+                "id": 101 + index,
+                "image_id": 101 + index,
+                "category_id": 1,
+                "bbox": [round(v, 2) for v in (x + one_based, y + one_based, w, h)],
+                "area": w * h,
+                "iscrowd": 0,
+                "num_keypoints": int((visible > 0).sum()),
+                "keypoints": [round(float(v), 2) for v in np.concatenate([labelled, visible[:, None]], 1).reshape(-1)],
+                "center": [x + w / 2, y + h / 2],
+                "scale": side / 200.0,
+                "box_size": float(np.sqrt(w * h)),
+                "head_size": float(rng.uniform(15, 40)),
+                "segmentation": [],
+            }
+        )
+    if layout == "mpii":
+        from scipy.io import savemat
+
+        ann_file = root / "mpii_val.json"
+        ann_file.write_text(json.dumps(mpii))
+        savemat(
+            str(root / "mpii_gt_val.mat"),
+            {
+                "dataset_joints": np.array([MPII_JOINTS], dtype=object),
+                "jnt_missing": np.array([[1 - v for v in a["joints_vis"]] for a in mpii]).T,
+                "pos_gt_src": np.transpose(np.array([a["joints"] for a in mpii]), [1, 2, 0]),
+                "headboxes_src": np.transpose(np.array([a["head"] for a in mpii]), [1, 2, 0]),
+            },
+        )
+    else:
+        ann_file = root / "keypoints.json"
+        categories = [{"id": 1, "name": "thing", "supercategory": "thing", "keypoints": [], "skeleton": []}]
+        ann_file.write_text(json.dumps({"images": images, "annotations": annotations, "categories": categories}))
+    np.savez(root / "predictions.npz", **predictions)
+    return ann_file, root / "images", root / "predictions.npz"

@@ -239,6 +239,36 @@ def _pose_decode(job: dict) -> None:
     np.savez(job["out"], **out)
 
 
+def _pose_evaluate(job: dict) -> None:
+    """0.29's own ``evaluate`` of the config's test data set (its annotation file and images
+    replaced by ``job``'s) on given keypoints: ``job["predictions"]`` (an npz, one K x 2 array per
+    image file name), scored 1, in the results layout 0.x's test loop hands to ``evaluate``. Writes
+    each reported name and value (JSON)."""
+    from mmcv import Config
+    from mmpose.datasets import build_dataset
+
+    cfg = Config.fromfile(job["config"])
+    test = cfg.data.test
+    test.ann_file, test.img_prefix = job["ann_file"], job["img_prefix"]
+    dataset = build_dataset(test)
+    predictions = np.load(job["predictions"])
+    results = []
+    for item in dataset.db:
+        points = predictions[item["image_file"][len(job["img_prefix"]) :]]
+        preds = np.concatenate([points, np.ones((len(points), 1))], axis=1)[None]
+        results.append(
+            {
+                "preds": preds,
+                "boxes": np.array([[0.0, 0.0, 1.0, 1.0, 1.0, 1.0]]),
+                "image_paths": [item["image_file"]],
+                "bbox_ids": [item["bbox_id"]],
+            }
+        )
+    values = dataset.evaluate(results, res_folder=job["res_folder"], metric=cfg.evaluation.metric)
+    with open(job["out"], "w") as fh:
+        json.dump({name: float(value) for name, value in dict(values).items()}, fh)
+
+
 def _loss_inputs(seed: int):
     """Logits and labels (with ignored pixels) both sides make from the same seed."""
     generator = torch.Generator().manual_seed(seed)
@@ -274,6 +304,7 @@ def main() -> int:
             "mmpose": _pose,
             "mmpose-augment": _pose_augment,
             "mmpose-decode": _pose_decode,
+            "mmpose-evaluate": _pose_evaluate,
         }[job["toolbox"]](job)
     return 0
 

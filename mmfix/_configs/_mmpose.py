@@ -21,6 +21,7 @@ halfway.
 from __future__ import annotations
 
 import copy
+import posixpath
 from typing import Any
 
 from .._errors import ConfigConversionError
@@ -62,6 +63,28 @@ TOPDOWN_DATASETS: dict[str, str] = {
     "PanopticDataset": "PanopticHand2DDataset",
     "DeepFashionDataset": "DeepFashionDataset",
 }
+#: the 0.x data sets that read ``data_cfg.use_gt_bbox`` (the others always took the annotated boxes,
+#: whatever their data_cfg said: DeepFashion's configs name a COCO person detection file they never read)
+DETECTED_BOX_DATASETS = frozenset(
+    {
+        "TopDownCocoDataset",
+        "TopDownAicDataset",
+        "TopDownCocoWholeBodyDataset",
+        "TopDownCrowdPoseDataset",
+        "TopDownHalpeDataset",
+        "TopDownJhmdbDataset",
+        "TopDownMhpDataset",
+        "TopDownOCHumanDataset",
+        "TopDownPoseTrack18Dataset",
+        "AnimalAP10KDataset",
+        "AnimalATRWDataset",
+        "AnimalMacaqueDataset",
+        "AnimalPoseDataset",
+    }
+)
+#: test data sets whose 0.x metric normalises by the annotation, which the 1.x class drops: mmfix's
+#: copy keeps it (mmfix/_legacy_models/mmpose.py)
+RAW_ANNOTATION_DATASETS = ("TopDownJhmdbDataset", "FaceAFLWDataset")
 #: dataset arguments a 1.x class takes as 0.x's did (same name, same meaning)
 KEPT_DATASET_ARGS: dict[str, tuple[str, ...]] = {"DeepFashionDataset": ("subset",)}
 #: 0.x heatmap losses -> 1.x's, where 1.x computes the same (checked: tests/unit/test_config_mmpose.py).
@@ -82,6 +105,7 @@ class _State:
         self.image_size: tuple[int, int] | None = None
         self.heatmap_size: tuple[int, int] | None = None
         self.data_cfg: dict[str, Any] = {}
+        self.kinds: dict[str, str] = {}  # "data.val" -> its (innermost) 0.x dataset type
 
 
 def _not_yet(key: str, value: Any, what: str) -> ConfigConversionError:
@@ -204,6 +228,7 @@ def _dataset(ds: dict[str, Any], state: _State, out: dict[str, Any], report: Rep
     new_type = TOPDOWN_DATASETS.get(kind)
     if new_type is None:
         raise _not_yet(f"{where}.type", kind, f"the dataset {kind}")
+    state.kinds.setdefault(where, kind)
     data_cfg = dict(ds.pop("data_cfg", {}) or {})
     if data_cfg:
         state.data_cfg = data_cfg
@@ -223,7 +248,12 @@ def _dataset(ds: dict[str, Any], state: _State, out: dict[str, Any], report: Rep
     test = bool(ds.pop("test_mode", False)) or where != "data.train"
     if test:
         new["test_mode"] = True
-        if not data_cfg.get("use_gt_bbox", True):
+        if kind in RAW_ANNOTATION_DATASETS:  # the 0.x metric normalises by the annotation itself
+            _engine.legacy_component(new, out, report, where, new_type + "0x", LEGACY_MODULE)
+        if kind == "TopDownMpiiDataset" and isinstance(new.get("ann_file"), str):
+            # 0.x's evaluate read the head boxes from beside the annotation file; 1.x's data set does
+            new["headbox_file"] = posixpath.join(posixpath.dirname(new["ann_file"]), MPII_HEADBOXES)
+        if kind in DETECTED_BOX_DATASETS and not data_cfg.get("use_gt_bbox", True):
             new["bbox_file"] = data_cfg.get("bbox_file")
             thr = data_cfg.get("det_bbox_thr", 0.0)
             if thr:
@@ -253,12 +283,142 @@ def best_rule(save_best: str) -> str | None:
     return None
 
 
+#: 0.x's ``_report_metric`` (the top-down data sets' PCK, PCKh, AUC and EPE): its thresholds.
+PCK_THR, PCKH_THR, AUC_NORM, AUC_STEPS = 0.2, 0.7, 30, 20
+#: the box 0.x's PCK normalised by, per data set (``PCKAccuracy0x``'s ``bbox_0x``; mmfix/_legacy_models/
+#: mmpose.py): the annotation's box as written unless listed; ``None``: 1.x's box is 0.x's.
+PCK_BOX_0X: dict[str, str | float | None] = {
+    "AnimalFlyDataset": 192,
+    "AnimalLocustDataset": 160,
+    "AnimalZebraDataset": 160,
+    "FreiHandDataset": 224,
+    "HandCocoWholeBodyDataset": None,  # the hand's box, unclipped by both
+}
+#: the data sets 0.x measured PCK on with the annotation's box (their ``allowed_metrics``)
+PCK_ANNOTATION_BOX = (
+    "AnimalHorse10Dataset",
+    "OneHand10KDataset",
+    "Rhd2DDataset",
+    "DeepFashionDataset",
+)
+#: NME's normalisation per 0.x data set (its ``_get_normalize_factor``): the two keypoints whose
+#: distance divides (1.x's ``keypoint_distance``), or AFLW's annotated ``box_size``.
+NME_NORM_0X: dict[str, list[int] | str] = {
+    "Face300WDataset": [36, 45],
+    "FaceCocoWholeBodyDataset": [36, 45],
+    "FaceWFLWDataset": [60, 72],
+    "FaceCOFWDataset": [8, 9],
+    "FaceAFLWDataset": "box_size",
+}
+#: the data sets whose 0.x ``evaluate`` is ``_report_metric``'s (the rows above)
+REPORT_METRIC_DATASETS = frozenset({*PCK_BOX_0X, *PCK_ANNOTATION_BOX, *NME_NORM_0X, "PanopticDataset"})
+#: data sets with an ``evaluate`` of their own: 0.x metric names -> (1.x evaluator, 0.x result key -> 1.x's)
+OWN_EVALUATE: dict[tuple[str, tuple[str, ...]], tuple[dict[str, Any], dict[str, str]]] = {
+    ("TopDownMpiiDataset", ("PCKh",)): (
+        {"type": "MpiiPCKAccuracy", "thr": 0.5, "norm_item": "head"},
+        {"PCKh": "PCK", "PCKh@0.1": "PCK@0.1", **{j: f"{j} PCK" for j in ("Head", "Shoulder", "Elbow", "Wrist")}},
+    ),
+    ("TopDownJhmdbDataset", ("PCK",)): (
+        {"type": "JhmdbPCKAccuracy0x", "thr": PCK_THR, "norm_item": ["bbox"], "bbox_0x": "jhmdb"},
+        {"Mean PCK": "PCK"},
+    ),
+    ("TopDownJhmdbDataset", ("tPCK",)): (
+        {"type": "JhmdbPCKAccuracy0x", "thr": PCK_THR, "norm_item": ["torso"], "bbox_0x": "jhmdb"},
+        {"Mean tPCK": "tPCK"},
+    ),
+    ("TopDownJhmdbDataset", ("PCK", "tPCK")): (
+        {"type": "JhmdbPCKAccuracy0x", "thr": PCK_THR, "norm_item": ["bbox", "torso"], "bbox_0x": "jhmdb"},
+        {"Mean PCK": "PCK", "Mean tPCK": "tPCK"},
+    ),
+}
+#: what MPII's headbox_file is, next to the annotation file (0.29's TopDownMpiiDataset.evaluate)
+MPII_HEADBOXES = "mpii_gt_val.mat"
+
+
+def _keypoint_evaluators(names: list[str], kind: str, out: dict[str, Any], report: Report) -> list[dict[str, Any]]:
+    """The 1.x evaluators that compute what 0.x's ``_report_metric`` reported for ``names`` on a
+    ``kind`` data set (each a row above), with 0.x's normalisation where 1.x's differs."""
+    evaluators: list[dict[str, Any]] = []
+    if kind not in REPORT_METRIC_DATASETS:  # MPII-TRB's, H36M's … own evaluate
+        raise _not_yet("evaluation.metric", names, f"the metric {names!r} on {kind}")
+    for name in names:
+        if name == "PCK" and (kind in PCK_BOX_0X or kind in PCK_ANNOTATION_BOX):
+            box = PCK_BOX_0X.get(kind, "annotation")
+            metric: dict[str, Any] = {"type": "PCKAccuracy", "thr": PCK_THR, "norm_item": "bbox"}
+            if box is not None:
+                metric["bbox_0x"] = box
+                _engine.legacy_component(metric, out, report, "evaluation.metric PCK", "PCKAccuracy0x", LEGACY_MODULE)
+        elif name == "PCKh" and kind == "PanopticDataset":  # the annotation's head_size, as 1.x reads it
+            metric = {"type": "PCKAccuracy", "thr": PCKH_THR, "norm_item": "head"}
+        elif name == "AUC":
+            metric = {"type": "AUC", "norm_factor": AUC_NORM, "num_thrs": AUC_STEPS}
+        elif name == "EPE":
+            metric = {"type": "EPE"}
+        elif name == "NME" and kind in NME_NORM_0X:
+            norm = NME_NORM_0X[kind]
+            if norm == "box_size":
+                metric = {"type": "NME", "norm_mode": "use_norm_item", "norm_item": "box_size"}
+                _engine.legacy_component(metric, out, report, "evaluation.metric NME", "NME0x", LEGACY_MODULE)
+            else:
+                metric = {"type": "NME", "norm_mode": "keypoint_distance", "keypoint_indices": list(norm)}
+        else:
+            raise _not_yet("evaluation.metric", name, f"the metric {name!r} on {kind}")
+        evaluators.append(metric)
+    return evaluators
+
+
+def _best(evaluation: dict[str, Any], keys: dict[str, str], prefix: str) -> None:
+    """``save_best``'s 0.x result key as 1.x names it (``prefix``: the metric's, ``keys``: renamed
+    keys), with the rule 0.x's EvalHook inferred from the 0.x name (1.x's infers none for most)."""
+    save_best = evaluation.get("save_best")
+    if save_best is None:
+        return
+    if "rule" not in evaluation:
+        rule = best_rule(save_best)
+        if rule is not None:
+            evaluation["rule"] = rule
+    if "/" not in save_best:
+        evaluation["save_best"] = prefix + keys.get(save_best, save_best)
+
+
 def _evaluators(evaluation: dict[str, Any], out: dict[str, Any], state: _State, report: Report) -> None:
     evaluation = dict(evaluation)
     metric = evaluation.pop("metric", "mAP")
     names = [metric] if isinstance(metric, str) else list(metric)
+    kind = state.kinds.get("data.val") or state.kinds.get("data.test", "")
     if names != ["mAP"]:
-        raise _not_yet("evaluation.metric", metric, f"the metric {metric!r}")
+        own = OWN_EVALUATE.get((kind, tuple(names)))
+        if own is not None:
+            evaluators, keys = [copy.deepcopy(own[0])], own[1]
+            if evaluators[0]["type"].endswith("0x"):
+                evaluators[0]["type"] = evaluators[0]["type"][: -len("0x")]
+                _engine.legacy_component(
+                    evaluators[0],
+                    out,
+                    report,
+                    f"evaluation.metric {metric}",
+                    evaluators[0]["type"] + "0x",
+                    LEGACY_MODULE,
+                )
+        elif kind in ("TopDownMpiiDataset", "TopDownJhmdbDataset"):
+            raise _not_yet("evaluation.metric", metric, f"the metric {metric!r} on {kind}")
+        else:
+            evaluators, keys = _keypoint_evaluators(names, kind, out, report), {}
+        out["val_evaluator"] = evaluators if len(evaluators) > 1 else evaluators[0]
+        out["test_evaluator"] = copy.deepcopy(out["val_evaluator"])
+        report.moved(
+            f"evaluation.metric {metric}",
+            "val_evaluator / test_evaluator: " + ", ".join(e["type"] for e in evaluators) + " (0.x's thresholds)",
+        )
+        _best(evaluation, keys, "")
+        _engine.evaluation_schedule(
+            evaluation,
+            out,
+            report,
+            {"gpu_collect": "1.x collects results on the CPU by default", "tmpdir": "1.x collects results on the CPU"},
+            "MMPose 1.x takes interval, save_best and rule",
+        )
+        return
     data_cfg = state.data_cfg
     loader = out.get("val_dataloader") or out.get("test_dataloader")
     metric_cfg: dict[str, Any] = {
@@ -275,13 +435,7 @@ def _evaluators(evaluation: dict[str, Any], out: dict[str, Any], state: _State, 
     out["val_evaluator"] = metric_cfg
     out["test_evaluator"] = copy.deepcopy(metric_cfg)
     report.moved("evaluation.metric mAP", "val_evaluator / test_evaluator: CocoMetric (data_cfg's thresholds)")
-    save_best = evaluation.get("save_best")
-    if save_best is not None and "rule" not in evaluation:
-        rule = best_rule(save_best)
-        if rule is not None:
-            evaluation["rule"] = rule  # 1.x's CheckpointHook infers none for `coco/AP`
-    if save_best is not None and "/" not in save_best:
-        evaluation["save_best"] = f"coco/{save_best}"
+    _best(evaluation, {}, "coco/")
     _engine.evaluation_schedule(
         evaluation,
         out,

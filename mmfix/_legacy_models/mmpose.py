@@ -1,4 +1,5 @@
-"""MMPose 0.x top-down augmentations for converted 0.x configs, registered in MMPose 1.x's registry.
+"""MMPose 0.x top-down augmentations, decoding and metrics for converted 0.x configs, registered in
+MMPose 1.x's registries.
 
 MMPose 1.x replaced 0.x's random box augmentations with ``RandomHalfBody`` and ``RandomBBoxTransform``,
 which draw from other distributions: a shift uniform in ``[-1, 1]`` became a truncated normal; a
@@ -12,6 +13,14 @@ keys (``bbox_center`` and ``bbox_scale`` in pixels, ``keypoints``, ``keypoints_v
 
 0.x measured box scales in units of 200 px (``pixel_std``); 1.x in pixels: the arithmetic below is
 0.x's with that factor folded in (``scale * pixel_std`` is ``bbox_scale``).
+
+0.x's PCK normalised each error by the longer side of a box that each 0.x data set chose its own
+way — the annotation's box as written (1.x clips it to the image first), a fixed size for the data
+sets of fixed-size crops (Fly 192, Locust and Zebra 160, FreiHand 224), JHMDB's box clipped by
+0.x's own rule (1-based); 0.x's NME on AFLW divided by the annotation's ``box_size`` (1.x's official configs
+by the box's longer side). ``PCKAccuracy0x``, ``JhmdbPCKAccuracy0x`` and ``NME0x`` are 1.x's metrics
+with 0.x's normalisation, read from the sample's ``raw_ann_info`` (1.x packs the annotation there;
+``JhmdbDataset0x`` and ``AFLWDataset0x`` are 1.x's data sets keeping it, which theirs drop).
 """
 
 from __future__ import annotations
@@ -22,10 +31,17 @@ import numpy as np
 from mmcv.transforms import BaseTransform
 from mmpose.codecs import MSRAHeatmap
 from mmpose.codecs.utils import get_heatmap_maximum
-from mmpose.registry import KEYPOINT_CODECS, TRANSFORMS
+from mmpose.datasets import AFLWDataset, JhmdbDataset
+from mmpose.evaluation.metrics import NME, JhmdbPCKAccuracy, PCKAccuracy
+from mmpose.registry import DATASETS, KEYPOINT_CODECS, METRICS, TRANSFORMS
 
 __all__ = [
+    "AFLWDataset0x",
+    "JhmdbDataset0x",
+    "JhmdbPCKAccuracy0x",
     "MSRAHeatmap0x",
+    "NME0x",
+    "PCKAccuracy0x",
     "TopDownGetRandomScaleRotation0x",
     "TopDownHalfBodyTransform0x",
     "TopDownRandomShiftBboxCenter0x",
@@ -179,3 +195,107 @@ class MSRAHeatmap0x(MSRAHeatmap):
                 )
                 keypoints[0, k] += np.sign(diff) * 0.25
         return keypoints * self.scale_factor, scores
+
+
+# ----------------------------------------------------------------------------- metrics
+def _box_size_0x(sample: dict[str, Any], rule: str | float) -> float:
+    """The longer side of the box 0.x normalised one sample's PCK by (``rule``: see the module)."""
+    if not isinstance(rule, str):
+        return float(rule)
+    x, y, w, h = (float(v) for v in sample["raw_ann_info"]["bbox"][:4])
+    if rule == "jhmdb":  # 0.29's TopDownJhmdbDataset: 1-based, x1 = max(0, x), x2 = min(width - 1, x1 + max(0, w))
+        height, width = sample["ori_shape"][:2]
+        x1, y1 = max(0.0, x - 1), max(0.0, y - 1)
+        w, h = min(width - 1.0, x1 + max(0.0, w)) - x1, min(height - 1.0, y1 + max(0.0, h)) - y1
+    return max(w, h)
+
+
+class _KeepsRawAnnotation:
+    """A 1.x data set whose samples keep their annotation (``raw_ann_info``, which PackPoseInputs
+    puts in the sample's meta information) for the 0.x metrics to normalise by."""
+
+    def parse_data_info(self, raw_data_info: dict[str, Any]) -> dict[str, Any] | None:
+        info = super().parse_data_info(raw_data_info)  # type: ignore[misc]
+        if info is not None and "raw_ann_info" not in info:
+            info["raw_ann_info"] = raw_data_info["raw_ann_info"]
+        return info
+
+
+@DATASETS.register_module()
+class JhmdbDataset0x(_KeepsRawAnnotation, JhmdbDataset):
+    """1.x's ``JhmdbDataset`` keeping each sample's annotation (0.x's PCK box is its own)."""
+
+
+@DATASETS.register_module()
+class AFLWDataset0x(_KeepsRawAnnotation, AFLWDataset):
+    """1.x's ``AFLWDataset`` keeping each sample's annotation (0.x's NME divides by its ``box_size``)."""
+
+
+class _BoxRule:
+    """The sample-by-sample replacement of 1.x's ``bbox_size`` by 0.x's (``results`` holds one entry
+    per sample, appended by the 1.x metric's own ``process``)."""
+
+    bbox_0x: str | float
+    results: list[dict[str, Any]]
+
+    def _renormalise(self, data_samples: Any) -> None:
+        samples = list(data_samples)
+        for result, sample in zip(self.results[len(self.results) - len(samples) :], samples):
+            size = _box_size_0x(sample, self.bbox_0x)
+            result["bbox_size"] = np.array([[size, size]])
+
+
+@METRICS.register_module()
+class PCKAccuracy0x(_BoxRule, PCKAccuracy):
+    """1.x's ``PCKAccuracy`` with 0.x's box for ``norm_item='bbox'`` (``bbox_0x``: ``'annotation'``,
+    ``'jhmdb'`` or a fixed size in pixels)."""
+
+    def __init__(self, *args: Any, bbox_0x: str | float = "annotation", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.bbox_0x = bbox_0x
+
+    def process(self, data_batch: Any, data_samples: Any) -> None:
+        super().process(data_batch, data_samples)
+        if "bbox" in self.norm_item:
+            self._renormalise(data_samples)
+
+
+@METRICS.register_module()
+class JhmdbPCKAccuracy0x(_BoxRule, JhmdbPCKAccuracy):
+    """1.x's ``JhmdbPCKAccuracy`` as 0.29's ``TopDownJhmdbDataset.evaluate`` computed it: its box
+    (``bbox_0x='jhmdb'``), and the predictions made 1-based (``preds[..., :2] += 1``) before they
+    were compared with the 0-based ground truth — 0.x's reported JHMDB PCK measured that offset."""
+
+    def __init__(self, *args: Any, bbox_0x: str | float = "jhmdb", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.bbox_0x = bbox_0x
+
+    def process(self, data_batch: Any, data_samples: Any) -> None:
+        samples = list(data_samples)
+        super().process(data_batch, samples)
+        for result in self.results[len(self.results) - len(samples) :]:
+            result["pred_coords"] = result["pred_coords"] + 1.0  # (the torso's length is a difference)
+        if "bbox" in self.norm_item:
+            self._renormalise(samples)
+
+
+@METRICS.register_module()
+class NME0x(NME):
+    """1.x's ``NME`` normalised, for ``norm_item='box_size'``, by the annotation's ``box_size`` (0.x's
+    AFLW), which 1.x's datasets read but do not pack."""
+
+    norm_mode: str
+    norm_item: str | None
+
+    def process(self, data_batch: Any, data_samples: Any) -> None:
+        if self.norm_mode != "use_norm_item" or self.norm_item != "box_size":
+            super().process(data_batch, data_samples)
+            return
+        samples = list(data_samples)
+        self.norm_item = None  # 1.x's process: everything but the normalisation item
+        try:
+            super().process(data_batch, samples)
+        finally:
+            self.norm_item = "box_size"
+        for result, sample in zip(self.results[len(self.results) - len(samples) :], samples):
+            result["box_size"] = np.array([[float(sample["raw_ann_info"]["box_size"])]])
