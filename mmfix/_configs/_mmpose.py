@@ -469,12 +469,35 @@ def convert_data(src: dict[str, Any], out: dict[str, Any], report: Report, state
 
 
 # ----------------------------------------------------------------------------- model
-def _head(head: dict[str, Any], report: Report) -> dict[str, Any]:
+def _merged_inputs(head: dict[str, Any], report: Report) -> tuple[int, dict[str, Any] | None]:
+    """The head's input channels, and the neck that merges several feature maps as 0.x's head did
+    itself (``input_transform='resize_concat'``: the maps ``in_index`` selects, resized bilinearly
+    to the first one's size and concatenated — 1.x's ``FeatureMapProcessor(concat=True)``)."""
+    channels = head.pop("in_channels")
+    transform = head.pop("input_transform", None)
+    index = head.pop("in_index", 0)
+    align_corners = bool(head.pop("align_corners", False))
+    if transform is None:
+        return channels, None
+    if transform != "resize_concat" or not isinstance(channels, (list, tuple)):
+        raise _not_yet("model.keypoint_head.input_transform", transform, f"the input transform {transform!r}")
+    index = [index] if isinstance(index, int) else list(index)
+    neck: dict[str, Any] = {"type": "FeatureMapProcessor", "concat": True}
+    if index != list(range(len(channels))):
+        neck["select_index"] = tuple(index)
+    if align_corners:
+        neck["align_corners"] = True
+    report.moved("model.keypoint_head.input_transform='resize_concat'", "model.neck (FeatureMapProcessor, concat=True)")
+    return sum(channels[i] for i in index), neck
+
+
+def _head(head: dict[str, Any], report: Report) -> tuple[dict[str, Any], dict[str, Any] | None]:
     head = dict(head)
     kind = head.pop("type")
     if kind != "TopdownHeatmapSimpleHead":
         raise _not_yet("model.keypoint_head.type", kind, f"the head {kind}")
-    new: dict[str, Any] = {"type": "HeatmapHead", "in_channels": head.pop("in_channels")}
+    channels, neck = _merged_inputs(head, report)
+    new: dict[str, Any] = {"type": "HeatmapHead", "in_channels": channels}
     new["out_channels"] = head.pop("out_channels")
     layers = head.pop("num_deconv_layers", 3)
     filters = tuple(head.pop("num_deconv_filters", (256, 256, 256)))[:layers]
@@ -500,16 +523,12 @@ def _head(head: dict[str, Any], report: Report) -> dict[str, Any]:
         raise _not_yet("model.keypoint_head.loss_keypoint", loss_type, f"the loss {loss_type}")
     new["loss"] = {"type": LOSSES[loss_type], **loss}
     new["decoder"] = "CODEC"
-    if head.pop("input_transform", None) is not None:
-        raise _not_yet("model.keypoint_head.input_transform", "…", "a head that merges several feature maps")
-    head.pop("in_index", None)
-    head.pop("align_corners", None)
     head.pop("train_cfg", None)
     head.pop("test_cfg", None)
     for key in head:
         raise _not_yet(f"model.keypoint_head.{key}", head[key], f"the head argument {key}")
     report.moved("model.keypoint_head (TopdownHeatmapSimpleHead)", "model.head (HeatmapHead)")
-    return new
+    return new, neck
 
 
 def convert_model(src: dict[str, Any], out: dict[str, Any], report: Report, state: _State) -> None:
@@ -531,10 +550,14 @@ def convert_model(src: dict[str, Any], out: dict[str, Any], report: Report, stat
         backbone["init_cfg"] = {"type": "Pretrained", "checkpoint": pretrained}
         report.moved("model.pretrained", "model.backbone.init_cfg")
     new["backbone"] = backbone
-    if "neck" in model:
-        new["neck"] = model.pop("neck")
     test_cfg = dict(model.pop("test_cfg", None) or {})
-    new["head"] = _head(model.pop("keypoint_head"), report)
+    new["head"], merging = _head(model.pop("keypoint_head"), report)
+    if "neck" in model:
+        if merging is not None:
+            raise _not_yet("model.neck", model["neck"], "a neck before a head that merges feature maps")
+        new["neck"] = model.pop("neck")
+    elif merging is not None:
+        new["neck"] = merging
     codec_cfg = codec(state, test_cfg)
     if not codec_cfg.get("unbiased"):  # 0.x's quarter-pixel refinement; DARK's is 1.x's own
         _engine.legacy_component(

@@ -1,15 +1,16 @@
 """MMPose 0.x top-down configs and checkpoints on MMPose 1.3.2 through mmfix: the same keypoints.
 
 For a spread of MMPose 0.29.0's top-down heatmap zoo (ResNet, HRNet, Lite-HRNet and MobileNetV2
-backbones; COCO, CrowdPose, AI Challenger, COCO-WholeBody and an animal data set, each with its own
-keypoints and flip pairs; 0.x's default post-processing and DARK's), the real MMPose 0.29.0
-(tests/family0x_support.py) builds the official config's model, gives it seeded weights, saves a 0.x
-checkpoint and predicts each image's keypoints for one person box with its own
-``inference_top_down_pose_model`` (the config's test pipeline, flip test and heatmap shift, its
-decoding). On the current side, the same official 0.x config file is loaded by MMPose 1.3.2's own
-API with mmfix active (``init_model`` with the 0.x checkpoint, ``inference_topdown`` with the same
-box): converted as MMPose's (``default_scope='mmpose'``, ``TopdownPoseEstimator``), the checkpoint
-must load strictly and the keypoints and their scores must equal 0.x's.
+backbones, HRNetV2 whose head merged four feature maps; COCO, CrowdPose, AI Challenger,
+COCO-WholeBody, an animal, a face and a hand data set, each with its own keypoints and flip pairs;
+0.x's default post-processing and DARK's), the real MMPose 0.29.0 (tests/family0x_support.py) builds
+the official config's model, gives it seeded weights, saves a 0.x checkpoint and predicts each
+image's keypoints for one person box with its own ``inference_top_down_pose_model`` (the config's
+test pipeline, flip test and heatmap shift, its decoding). On the current side, the same official
+0.x config file is loaded by MMPose 1.3.2's own API with mmfix active (``init_model`` with the 0.x
+checkpoint, ``inference_topdown`` with the same box): converted as MMPose's
+(``default_scope='mmpose'``, ``TopdownPoseEstimator``), the checkpoint must load strictly and the
+keypoints and their scores must equal 0.x's.
 
 MMPose 1.x's data sets import xtcocotools, whose wheels need numpy 1: these run in the version
 matrix's ``mmpose`` cell (and skip in an environment without MMPose, unless REQUIRE_TOOLBOXES
@@ -45,6 +46,9 @@ CASES = [
     f"body/{TOPDOWN}/aic/res50_aic_256x192.py",
     f"wholebody/{TOPDOWN}/coco-wholebody/res50_coco_wholebody_256x192.py",
     f"animal/{TOPDOWN}/animalpose/res50_animalpose_256x256.py",
+    # HRNetV2: the head merged the four maps itself (resize_concat); 1.x's FeatureMapProcessor neck
+    f"face/{TOPDOWN}/300w/hrnetv2_w18_300w_256x256.py",
+    f"hand/{TOPDOWN}/onehand10k/hrnetv2_w18_onehand10k_256x256.py",
 ]
 #: one person box per image (x, y, w, h; not on whole pixels): inside the 45x61 and 53x65 images
 BOXES = [[3.5, 2.25, 40.0, 37.5], [9.0, 5.5, 31.25, 44.0]]
@@ -154,6 +158,15 @@ def test_0x_checkpoint_predicts_keypoints_on_mmpose_1x_as_on_0x(made: list[dict]
             compared = _inside(reference, box)
             assert compared.sum() >= len(reference) // 2 and not _inside(found, box)[~compared].any()
             tolerance = 0.05
+        # An exact tie: the same maximum at two heatmap cells (the flip test averages a seeded
+        # model's constant border, where the box overhangs a small image, into mirrored equal
+        # values: 300W's centre-line keypoints) is decoded at either cell, float noise deciding.
+        # Such a keypoint keeps its score, lands pixels away (a refinement moves it 0.25 heatmap
+        # pixels at most) and is compared by its score; one per image at most.
+        far = np.abs(found[:, :2] - reference[:, :2]).max(axis=1) > 2.0
+        tie = far & (np.abs(found[:, 2] - reference[:, 2]) < 1e-6)
+        assert tie.sum() <= 1, (job["config"], number, np.flatnonzero(tie))
+        compared &= ~tie
         np.testing.assert_allclose(
             found[compared, :2],
             reference[compared, :2],

@@ -303,3 +303,43 @@ def test_keypoint_metrics_are_0x_s_with_its_normalisation(kind, metric, save_bes
 def test_metrics_0x_did_not_compute_there_are_not_converted(kind, metric) -> None:
     with pytest.raises(ConfigConversionError, match=r"the metric .* on " + kind + " is not converted yet"):
         _on(kind, metric, "PCK")
+
+
+HRNETV2_HEAD = {
+    "type": "TopdownHeatmapSimpleHead",
+    "in_channels": [18, 36, 72, 144],
+    "in_index": (0, 1, 2, 3),
+    "input_transform": "resize_concat",
+    "out_channels": 68,
+    "num_deconv_layers": 0,
+    "extra": {"final_conv_kernel": 1, "num_conv_layers": 1, "num_conv_kernels": (1,)},
+    "loss_keypoint": {"type": "JointsMSELoss", "use_target_weight": True},
+}
+
+
+def test_a_head_that_merged_feature_maps_is_1x_s_neck_and_head() -> None:
+    # 1.x's td-hm_hrnetv2-w18_8xb64-60e_300w-256x256.py: FeatureMapProcessor(concat=True) + HeatmapHead(270)
+    out, report = convert(coco(model__keypoint_head=copy.deepcopy(HRNETV2_HEAD)), "mmpose")
+    assert out["model"]["neck"] == {"type": "FeatureMapProcessor", "concat": True}
+    head = out["model"]["head"]
+    assert (head["in_channels"], head["out_channels"]) == (270, 68)
+    assert head["deconv_out_channels"] is None and head["deconv_kernel_sizes"] is None
+    assert (head["conv_out_channels"], head["conv_kernel_sizes"]) == ((270,), (1,))
+    assert any("FeatureMapProcessor" in line for line in report.lines())
+    # a subset of the maps, with 0.x's align_corners: selected and resized as 0.x's head did
+    subset = {**HRNETV2_HEAD, "in_index": (1, 3), "align_corners": True}
+    out, _ = convert(coco(model__keypoint_head=subset), "mmpose")
+    assert out["model"]["neck"] == {
+        "type": "FeatureMapProcessor",
+        "concat": True,
+        "select_index": (1, 3),
+        "align_corners": True,
+    }
+    assert out["model"]["head"]["in_channels"] == 36 + 144
+
+
+def test_other_input_transforms_and_a_second_neck_are_not_converted_yet() -> None:
+    with pytest.raises(ConfigConversionError, match="the input transform 'multiple_select' is not converted yet"):
+        convert(coco(model__keypoint_head={**HRNETV2_HEAD, "input_transform": "multiple_select"}), "mmpose")
+    with pytest.raises(ConfigConversionError, match="a neck before a head that merges feature maps"):
+        convert(coco(model__keypoint_head=dict(HRNETV2_HEAD), model__neck={"type": "GlobalAveragePooling"}), "mmpose")
