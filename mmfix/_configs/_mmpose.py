@@ -87,6 +87,12 @@ DETECTED_BOX_DATASETS = frozenset(
 RAW_ANNOTATION_DATASETS = ("TopDownJhmdbDataset", "FaceAFLWDataset")
 #: dataset arguments a 1.x class takes as 0.x's did (same name, same meaning)
 KEPT_DATASET_ARGS: dict[str, tuple[str, ...]] = {"DeepFashionDataset": ("subset",)}
+#: 0.x heatmap heads -> 1.x's (whose own load hook renames a 0.x head's weights), with 0.x's default
+#: deconvolution widths (1.x's defaults differ for the simple head: written out)
+HEATMAP_HEADS: dict[str, tuple[str, tuple[int, ...]]] = {
+    "TopdownHeatmapSimpleHead": ("HeatmapHead", (256, 256, 256)),
+    "ViPNASHeatmapSimpleHead": ("ViPNASHead", (144, 144, 144)),
+}
 #: 0.x heatmap losses -> 1.x's, where 1.x computes the same (checked: tests/unit/test_config_mmpose.py).
 LOSSES = {"JointsMSELoss": "KeypointMSELoss"}
 #: 0.x formatting steps: the data preprocessor and PackPoseInputs do them in 1.x.
@@ -381,47 +387,10 @@ def _best(evaluation: dict[str, Any], keys: dict[str, str], prefix: str) -> None
         evaluation["save_best"] = prefix + keys.get(save_best, save_best)
 
 
-def _evaluators(evaluation: dict[str, Any], out: dict[str, Any], state: _State, report: Report) -> None:
-    evaluation = dict(evaluation)
-    metric = evaluation.pop("metric", "mAP")
-    names = [metric] if isinstance(metric, str) else list(metric)
-    kind = state.kinds.get("data.val") or state.kinds.get("data.test", "")
-    if names != ["mAP"]:
-        own = OWN_EVALUATE.get((kind, tuple(names)))
-        if own is not None:
-            evaluators, keys = [copy.deepcopy(own[0])], own[1]
-            if evaluators[0]["type"].endswith("0x"):
-                evaluators[0]["type"] = evaluators[0]["type"][: -len("0x")]
-                _engine.legacy_component(
-                    evaluators[0],
-                    out,
-                    report,
-                    f"evaluation.metric {metric}",
-                    evaluators[0]["type"] + "0x",
-                    LEGACY_MODULE,
-                )
-        elif kind in ("TopDownMpiiDataset", "TopDownJhmdbDataset"):
-            raise _not_yet("evaluation.metric", metric, f"the metric {metric!r} on {kind}")
-        else:
-            evaluators, keys = _keypoint_evaluators(names, kind, out, report), {}
-        out["val_evaluator"] = evaluators if len(evaluators) > 1 else evaluators[0]
-        out["test_evaluator"] = copy.deepcopy(out["val_evaluator"])
-        report.moved(
-            f"evaluation.metric {metric}",
-            "val_evaluator / test_evaluator: " + ", ".join(e["type"] for e in evaluators) + " (0.x's thresholds)",
-        )
-        _best(evaluation, keys, "")
-        _engine.evaluation_schedule(
-            evaluation,
-            out,
-            report,
-            {"gpu_collect": "1.x collects results on the CPU by default", "tmpdir": "1.x collects results on the CPU"},
-            "MMPose 1.x takes interval, save_best and rule",
-        )
-        return
+def _coco_metric(out: dict[str, Any], state: _State) -> dict[str, Any]:
+    """0.x's ``mAP``: 1.x's ``CocoMetric`` with ``data_cfg``'s keypoint-score and OKS-NMS thresholds."""
     data_cfg = state.data_cfg
-    loader = out.get("val_dataloader") or out.get("test_dataloader")
-    metric_cfg: dict[str, Any] = {
+    metric: dict[str, Any] = {
         "type": "CocoMetric",
         "score_mode": "bbox_keypoint",
         "keypoint_score_thr": data_cfg.get("vis_thr", 0.2),
@@ -430,12 +399,47 @@ def _evaluators(evaluation: dict[str, Any], out: dict[str, Any], state: _State, 
         else "none",
         "nms_thr": data_cfg.get("oks_thr", 0.9),
     }
+    loader = out.get("val_dataloader") or out.get("test_dataloader")
     if loader is not None:
-        metric_cfg["ann_file"] = _engine.innermost(loader["dataset"], WRAPPERS).get("ann_file")
-    out["val_evaluator"] = metric_cfg
-    out["test_evaluator"] = copy.deepcopy(metric_cfg)
-    report.moved("evaluation.metric mAP", "val_evaluator / test_evaluator: CocoMetric (data_cfg's thresholds)")
-    _best(evaluation, {}, "coco/")
+        metric["ann_file"] = _engine.innermost(loader["dataset"], WRAPPERS).get("ann_file")
+    return metric
+
+
+def _own_evaluator(
+    names: list[str], kind: str, out: dict[str, Any], report: Report
+) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """The evaluator of a data set whose 0.x ``evaluate`` was its own (``OWN_EVALUATE``), with 1.x's
+    names of its result keys."""
+    row = OWN_EVALUATE.get((kind, tuple(names)))
+    if row is None:
+        raise _not_yet("evaluation.metric", names, f"the metric {names!r} on {kind}")
+    evaluator = copy.deepcopy(row[0])
+    if evaluator["type"].endswith("0x"):  # said in the report as mmfix's copy of 1.x's namesake
+        copied = evaluator["type"]
+        evaluator["type"] = copied[: -len("0x")]
+        _engine.legacy_component(evaluator, out, report, f"evaluation.metric {names}", copied, LEGACY_MODULE)
+    return [evaluator], row[1]
+
+
+def _evaluators(evaluation: dict[str, Any], out: dict[str, Any], state: _State, report: Report) -> None:
+    evaluation = dict(evaluation)
+    metric = evaluation.pop("metric", "mAP")
+    names = [metric] if isinstance(metric, str) else list(metric)
+    kind = state.kinds.get("data.val") or state.kinds.get("data.test", "")
+    keys: dict[str, str] = {}
+    if names == ["mAP"]:
+        evaluators, prefix, how = [_coco_metric(out, state)], "coco/", "data_cfg's thresholds"
+    elif kind in ("TopDownMpiiDataset", "TopDownJhmdbDataset"):
+        (evaluators, keys), prefix, how = _own_evaluator(names, kind, out, report), "", "0.x's thresholds"
+    else:
+        evaluators, prefix, how = _keypoint_evaluators(names, kind, out, report), "", "0.x's thresholds"
+    out["val_evaluator"] = evaluators if len(evaluators) > 1 else evaluators[0]
+    out["test_evaluator"] = copy.deepcopy(out["val_evaluator"])
+    types = ", ".join(e["type"] for e in evaluators)
+    report.moved(
+        f"evaluation.metric {'mAP' if names == ['mAP'] else metric}", f"val_evaluator / test_evaluator: {types} ({how})"
+    )
+    _best(evaluation, keys, prefix)
     _engine.evaluation_schedule(
         evaluation,
         out,
@@ -494,16 +498,20 @@ def _merged_inputs(head: dict[str, Any], report: Report) -> tuple[int, dict[str,
 def _head(head: dict[str, Any], report: Report) -> tuple[dict[str, Any], dict[str, Any] | None]:
     head = dict(head)
     kind = head.pop("type")
-    if kind != "TopdownHeatmapSimpleHead":
+    if kind not in HEATMAP_HEADS:
         raise _not_yet("model.keypoint_head.type", kind, f"the head {kind}")
+    new_kind, default_filters = HEATMAP_HEADS[kind]
     channels, neck = _merged_inputs(head, report)
-    new: dict[str, Any] = {"type": "HeatmapHead", "in_channels": channels}
+    new: dict[str, Any] = {"type": new_kind, "in_channels": channels}
     new["out_channels"] = head.pop("out_channels")
     layers = head.pop("num_deconv_layers", 3)
-    filters = tuple(head.pop("num_deconv_filters", (256, 256, 256)))[:layers]
+    filters = tuple(head.pop("num_deconv_filters", default_filters))[:layers]
     kernels = tuple(head.pop("num_deconv_kernels", (4, 4, 4)))[:layers]
     new["deconv_out_channels"] = filters if layers else None
     new["deconv_kernel_sizes"] = kernels if layers else None
+    if kind == "ViPNASHeatmapSimpleHead":  # grouped deconvolutions (0.x's default 16 groups, 1.x's too)
+        groups = tuple(head.pop("num_deconv_groups", (16, 16, 16)))[:layers]
+        new["deconv_num_groups"] = groups if layers else None
     extra = dict(head.pop("extra", None) or {})
     final = extra.pop("final_conv_kernel", 1)
     if final == 0:
@@ -527,7 +535,7 @@ def _head(head: dict[str, Any], report: Report) -> tuple[dict[str, Any], dict[st
     head.pop("test_cfg", None)
     for key in head:
         raise _not_yet(f"model.keypoint_head.{key}", head[key], f"the head argument {key}")
-    report.moved("model.keypoint_head (TopdownHeatmapSimpleHead)", "model.head (HeatmapHead)")
+    report.moved(f"model.keypoint_head ({kind})", f"model.head ({new_kind})")
     return new, neck
 
 

@@ -1,16 +1,16 @@
 """MMPose 0.x top-down configs and checkpoints on MMPose 1.3.2 through mmfix: the same keypoints.
 
 For a spread of MMPose 0.29.0's top-down heatmap zoo (ResNet, HRNet, Lite-HRNet and MobileNetV2
-backbones, HRNetV2 whose head merged four feature maps; COCO, CrowdPose, AI Challenger,
-COCO-WholeBody, an animal, a face and a hand data set, each with its own keypoints and flip pairs;
-0.x's default post-processing and DARK's), the real MMPose 0.29.0 (tests/family0x_support.py) builds
-the official config's model, gives it seeded weights, saves a 0.x checkpoint and predicts each
-image's keypoints for one person box with its own ``inference_top_down_pose_model`` (the config's
-test pipeline, flip test and heatmap shift, its decoding). On the current side, the same official
-0.x config file is loaded by MMPose 1.3.2's own API with mmfix active (``init_model`` with the 0.x
-checkpoint, ``inference_topdown`` with the same box): converted as MMPose's
-(``default_scope='mmpose'``, ``TopdownPoseEstimator``), the checkpoint must load strictly and the
-keypoints and their scores must equal 0.x's.
+backbones, HRNetV2 whose head merged four feature maps, ViPNAS's grouped deconvolutions; COCO,
+CrowdPose, AI Challenger, COCO-WholeBody, an animal, a face and a hand data set, each with its own
+keypoints and flip pairs; 0.x's default post-processing and DARK's), the real MMPose 0.29.0
+(tests/family0x_support.py) builds the official config's model, gives it seeded weights, saves a 0.x
+checkpoint and predicts each image's keypoints for one person box with its own
+``inference_top_down_pose_model`` (the config's test pipeline, flip test and heatmap shift, its
+decoding). On the current side, the same official 0.x config file is loaded by MMPose 1.3.2's own
+API with mmfix active (``init_model`` with the 0.x checkpoint, ``inference_topdown`` with the same
+box): converted as MMPose's (``default_scope='mmpose'``, ``TopdownPoseEstimator``), the checkpoint
+must load strictly and the keypoints and their scores must equal 0.x's.
 
 MMPose 1.x's data sets import xtcocotools, whose wheels need numpy 1: these run in the version
 matrix's ``mmpose`` cell (and skip in an environment without MMPose, unless REQUIRE_TOOLBOXES
@@ -49,6 +49,8 @@ CASES = [
     # HRNetV2: the head merged the four maps itself (resize_concat); 1.x's FeatureMapProcessor neck
     f"face/{TOPDOWN}/300w/hrnetv2_w18_300w_256x256.py",
     f"hand/{TOPDOWN}/onehand10k/hrnetv2_w18_onehand10k_256x256.py",
+    # ViPNAS: grouped deconvolutions (ViPNASHead)
+    f"body/{TOPDOWN}/coco/vipnas_res50_coco_256x192.py",
 ]
 #: one person box per image (x, y, w, h; not on whole pixels): inside the 45x61 and 53x65 images
 BOXES = [[3.5, 2.25, 40.0, 37.5], [9.0, 5.5, 31.25, 44.0]]
@@ -136,7 +138,8 @@ def test_0x_checkpoint_predicts_keypoints_on_mmpose_1x_as_on_0x(made: list[dict]
     assert "error" not in report, report.get("error")
     # converted as MMPose's (not MMDetection's) config, into 1.x's top-down estimator
     assert report["scope"] == "mmpose"
-    assert report["model"][:2] == ["TopdownPoseEstimator", "HeatmapHead"], report["model"]
+    assert report["model"][0] == "TopdownPoseEstimator", report["model"]
+    assert report["model"][1] == ("ViPNASHead" if "vipnas" in job["config"] else "HeatmapHead"), report["model"]
     # every key and shape of the 0.x checkpoint fits the converted model
     assert report["missing"] == [] and report["unexpected"] == [], report
     expected, current = np.load(job["out"]), np.load(job["current"])

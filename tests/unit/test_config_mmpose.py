@@ -343,3 +343,27 @@ def test_other_input_transforms_and_a_second_neck_are_not_converted_yet() -> Non
         convert(coco(model__keypoint_head={**HRNETV2_HEAD, "input_transform": "multiple_select"}), "mmpose")
     with pytest.raises(ConfigConversionError, match="a neck before a head that merges feature maps"):
         convert(coco(model__keypoint_head=dict(HRNETV2_HEAD), model__neck={"type": "GlobalAveragePooling"}), "mmpose")
+
+
+def test_vipnas_s_grouped_deconvolutions_are_1x_s_vipnas_head() -> None:
+    # 1.x's td-hm_vipnas-mbv3_8xb64-210e_coco-256x192.py: ViPNASHead(160, deconv (160,)*3 in 160 groups)
+    head = {
+        "type": "ViPNASHeatmapSimpleHead",
+        "in_channels": 160,
+        "out_channels": 17,
+        "num_deconv_filters": (160, 160, 160),
+        "num_deconv_groups": (160, 160, 160),
+        "loss_keypoint": {"type": "JointsMSELoss", "use_target_weight": True},
+    }
+    out, report = convert(coco(model__keypoint_head=head), "mmpose")
+    new = out["model"]["head"]
+    assert new["type"] == "ViPNASHead" and (new["in_channels"], new["out_channels"]) == (160, 17)
+    assert new["deconv_out_channels"] == new["deconv_num_groups"] == (160, 160, 160)
+    assert new["deconv_kernel_sizes"] == (4, 4, 4)
+    assert any("ViPNASHead" in line for line in report.lines())
+    # 0.x's defaults (144 wide, 16 groups) written out, not left to 1.x's
+    out, _ = convert(
+        coco(model__keypoint_head={"type": "ViPNASHeatmapSimpleHead", "in_channels": 160, "out_channels": 17}), "mmpose"
+    )
+    assert out["model"]["head"]["deconv_out_channels"] == (144, 144, 144)
+    assert out["model"]["head"]["deconv_num_groups"] == (16, 16, 16)
