@@ -291,22 +291,20 @@ def best_rule(save_best: str) -> str | None:
 
 #: 0.x's ``_report_metric`` (the top-down data sets' PCK, PCKh, AUC and EPE): its thresholds.
 PCK_THR, PCKH_THR, AUC_NORM, AUC_STEPS = 0.2, 0.7, 30, 20
-#: the box 0.x's PCK normalised by, per data set (``PCKAccuracy0x``'s ``bbox_0x``; mmfix/_legacy_models/
-#: mmpose.py): the annotation's box as written unless listed; ``None``: 1.x's box is 0.x's.
+#: the box 0.x's PCK normalised by, per data set that measured PCK (their ``allowed_metrics``):
+#: ``PCKAccuracy0x``'s ``bbox_0x`` (mmfix/_legacy_models/mmpose.py) — the annotation's box as
+#: written, or the crop's size; ``None``: 1.x's box is 0.x's.
 PCK_BOX_0X: dict[str, str | float | None] = {
+    "AnimalHorse10Dataset": "annotation",
+    "OneHand10KDataset": "annotation",
+    "Rhd2DDataset": "annotation",
+    "DeepFashionDataset": "annotation",
     "AnimalFlyDataset": 192,
     "AnimalLocustDataset": 160,
     "AnimalZebraDataset": 160,
     "FreiHandDataset": 224,
     "HandCocoWholeBodyDataset": None,  # the hand's box, unclipped by both
 }
-#: the data sets 0.x measured PCK on with the annotation's box (their ``allowed_metrics``)
-PCK_ANNOTATION_BOX = (
-    "AnimalHorse10Dataset",
-    "OneHand10KDataset",
-    "Rhd2DDataset",
-    "DeepFashionDataset",
-)
 #: NME's normalisation per 0.x data set (its ``_get_normalize_factor``): the two keypoints whose
 #: distance divides (1.x's ``keypoint_distance``), or AFLW's annotated ``box_size``.
 NME_NORM_0X: dict[str, list[int] | str] = {
@@ -317,26 +315,32 @@ NME_NORM_0X: dict[str, list[int] | str] = {
     "FaceAFLWDataset": "box_size",
 }
 #: the data sets whose 0.x ``evaluate`` is ``_report_metric``'s (the rows above)
-REPORT_METRIC_DATASETS = frozenset({*PCK_BOX_0X, *PCK_ANNOTATION_BOX, *NME_NORM_0X, "PanopticDataset"})
-#: data sets with an ``evaluate`` of their own: 0.x metric names -> (1.x evaluator, 0.x result key -> 1.x's)
-OWN_EVALUATE: dict[tuple[str, tuple[str, ...]], tuple[dict[str, Any], dict[str, str]]] = {
+REPORT_METRIC_DATASETS = frozenset({*PCK_BOX_0X, *NME_NORM_0X, "PanopticDataset"})
+#: data sets with an ``evaluate`` of their own: 0.x metric names -> (1.x evaluator, mmfix's copy of
+#: it where 0.x computed otherwise or None, 0.x result key -> 1.x's)
+OWN_EVALUATE: dict[tuple[str, tuple[str, ...]], tuple[dict[str, Any], str | None, dict[str, str]]] = {
     ("TopDownMpiiDataset", ("PCKh",)): (
         {"type": "MpiiPCKAccuracy", "thr": 0.5, "norm_item": "head"},
+        None,
         {"PCKh": "PCK", "PCKh@0.1": "PCK@0.1", **{j: f"{j} PCK" for j in ("Head", "Shoulder", "Elbow", "Wrist")}},
     ),
     ("TopDownJhmdbDataset", ("PCK",)): (
-        {"type": "JhmdbPCKAccuracy0x", "thr": PCK_THR, "norm_item": ["bbox"], "bbox_0x": "jhmdb"},
+        {"type": "JhmdbPCKAccuracy", "thr": PCK_THR, "norm_item": ["bbox"], "bbox_0x": "jhmdb"},
+        "JhmdbPCKAccuracy0x",
         {"Mean PCK": "PCK"},
     ),
     ("TopDownJhmdbDataset", ("tPCK",)): (
-        {"type": "JhmdbPCKAccuracy0x", "thr": PCK_THR, "norm_item": ["torso"], "bbox_0x": "jhmdb"},
+        {"type": "JhmdbPCKAccuracy", "thr": PCK_THR, "norm_item": ["torso"], "bbox_0x": "jhmdb"},
+        "JhmdbPCKAccuracy0x",
         {"Mean tPCK": "tPCK"},
     ),
     ("TopDownJhmdbDataset", ("PCK", "tPCK")): (
-        {"type": "JhmdbPCKAccuracy0x", "thr": PCK_THR, "norm_item": ["bbox", "torso"], "bbox_0x": "jhmdb"},
+        {"type": "JhmdbPCKAccuracy", "thr": PCK_THR, "norm_item": ["bbox", "torso"], "bbox_0x": "jhmdb"},
+        "JhmdbPCKAccuracy0x",
         {"Mean PCK": "PCK", "Mean tPCK": "tPCK"},
     ),
 }
+OWN_EVALUATE_DATASETS = frozenset(kind for kind, _ in OWN_EVALUATE)
 #: what MPII's headbox_file is, next to the annotation file (0.29's TopDownMpiiDataset.evaluate)
 MPII_HEADBOXES = "mpii_gt_val.mat"
 
@@ -348,8 +352,8 @@ def _keypoint_evaluators(names: list[str], kind: str, out: dict[str, Any], repor
     if kind not in REPORT_METRIC_DATASETS:  # MPII-TRB's, H36M's … own evaluate
         raise _not_yet("evaluation.metric", names, f"the metric {names!r} on {kind}")
     for name in names:
-        if name == "PCK" and (kind in PCK_BOX_0X or kind in PCK_ANNOTATION_BOX):
-            box = PCK_BOX_0X.get(kind, "annotation")
+        if name == "PCK" and kind in PCK_BOX_0X:
+            box = PCK_BOX_0X[kind]
             metric: dict[str, Any] = {"type": "PCKAccuracy", "thr": PCK_THR, "norm_item": "bbox"}
             if box is not None:
                 metric["bbox_0x"] = box
@@ -413,12 +417,10 @@ def _own_evaluator(
     row = OWN_EVALUATE.get((kind, tuple(names)))
     if row is None:
         raise _not_yet("evaluation.metric", names, f"the metric {names!r} on {kind}")
-    evaluator = copy.deepcopy(row[0])
-    if evaluator["type"].endswith("0x"):  # said in the report as mmfix's copy of 1.x's namesake
-        copied = evaluator["type"]
-        evaluator["type"] = copied[: -len("0x")]
+    evaluator, copied, keys = copy.deepcopy(row[0]), row[1], row[2]
+    if copied is not None:
         _engine.legacy_component(evaluator, out, report, f"evaluation.metric {names}", copied, LEGACY_MODULE)
-    return [evaluator], row[1]
+    return [evaluator], keys
 
 
 def _evaluators(evaluation: dict[str, Any], out: dict[str, Any], state: _State, report: Report) -> None:
@@ -429,7 +431,7 @@ def _evaluators(evaluation: dict[str, Any], out: dict[str, Any], state: _State, 
     keys: dict[str, str] = {}
     if names == ["mAP"]:
         evaluators, prefix, how = [_coco_metric(out, state)], "coco/", "data_cfg's thresholds"
-    elif kind in ("TopDownMpiiDataset", "TopDownJhmdbDataset"):
+    elif kind in OWN_EVALUATE_DATASETS:
         (evaluators, keys), prefix, how = _own_evaluator(names, kind, out, report), "", "0.x's thresholds"
     else:
         evaluators, prefix, how = _keypoint_evaluators(names, kind, out, report), "", "0.x's thresholds"

@@ -233,10 +233,14 @@ class AFLWDataset0x(_KeepsRawAnnotation, AFLWDataset):
 
 class _BoxRule:
     """The sample-by-sample replacement of 1.x's ``bbox_size`` by 0.x's (``results`` holds one entry
-    per sample, appended by the 1.x metric's own ``process``)."""
+    per sample, appended by the 1.x metric's own ``process``); ``bbox_0x`` as in ``_box_size_0x``."""
 
-    bbox_0x: str | float
+    default_bbox_0x: str | float = "annotation"
     results: list[dict[str, Any]]
+
+    def __init__(self, *args: Any, bbox_0x: str | float | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.bbox_0x = self.default_bbox_0x if bbox_0x is None else bbox_0x
 
     def _renormalise(self, data_samples: Any) -> None:
         samples = list(data_samples)
@@ -250,10 +254,6 @@ class PCKAccuracy0x(_BoxRule, PCKAccuracy):
     """1.x's ``PCKAccuracy`` with 0.x's box for ``norm_item='bbox'`` (``bbox_0x``: ``'annotation'``,
     ``'jhmdb'`` or a fixed size in pixels)."""
 
-    def __init__(self, *args: Any, bbox_0x: str | float = "annotation", **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.bbox_0x = bbox_0x
-
     def process(self, data_batch: Any, data_samples: Any) -> None:
         super().process(data_batch, data_samples)
         if "bbox" in self.norm_item:
@@ -266,9 +266,7 @@ class JhmdbPCKAccuracy0x(_BoxRule, JhmdbPCKAccuracy):
     (``bbox_0x='jhmdb'``), and the predictions made 1-based (``preds[..., :2] += 1``) before they
     were compared with the 0-based ground truth — 0.x's reported JHMDB PCK measured that offset."""
 
-    def __init__(self, *args: Any, bbox_0x: str | float = "jhmdb", **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.bbox_0x = bbox_0x
+    default_bbox_0x = "jhmdb"
 
     def process(self, data_batch: Any, data_samples: Any) -> None:
         samples = list(data_samples)
