@@ -303,11 +303,16 @@ run_cell() {
 }
 
 # cell_units NAME: the cell's units, in UNITS' order: `own` for a cell with its own tests, the
-# standard ones otherwise.
+# standard ones (every other unit) otherwise.
 cell_units() {
-    local row
+    local row unit
     row=$(row_of "$1") || return 2
-    if [[ -n $(field "$row" 5) ]]; then echo own; else echo "${UNITS[@]:1}"; fi
+    if [[ -n $(field "$row" 5) ]]; then
+        echo own
+        return 0
+    fi
+    for unit in "${UNITS[@]}"; do [[ $unit == own ]] || printf '%s ' "$unit"; done
+    echo
 }
 
 usage() {
