@@ -77,8 +77,11 @@ CONF
 pkill -x slurmctld 2>/dev/null || true
 pkill -x slurmd 2>/dev/null || true
 sleep 1
-/usr/sbin/slurmctld
-/usr/sbin/slurmd
+# -c: start from a clean slate. A controller restarted on the saved state brings back the
+# jobs of whatever ran before (an earlier test run killed part-way), which keep the one node
+# ALLOCATED and every srun below waiting for it; this cluster is ours, its old jobs are not.
+/usr/sbin/slurmctld -c
+/usr/sbin/slurmd -c
 
 for _ in $(seq 1 60); do
     if timeout 10 srun -n 2 --quiet hostname >/dev/null 2>&1; then
