@@ -28,6 +28,17 @@ os.environ["MMFIX_DISABLE"] = "1"
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
 
+# One compute thread per test process. The suite runs its tests two at a time (-n auto on the
+# CI's 2 cores), and many of them start processes of their own (2-rank trainings, the 0.x
+# environments): with torch's default of a thread per core each, OpenMP's threads outnumber the
+# cores and spin waiting for one another. Two copies of one zoo-model test side by side took
+# 48.8 s at the default and 26.4 s at one thread each (2026-12-06; issue 29). Subprocesses
+# inherit it; a value set outside the suite is kept.
+for _threads in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_threads, "1")
+if "torch" in sys.modules:  # imported before this file (a plugin): its pool is sized already
+    sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
 # Hypothesis draws the same examples on every run (derandomize): a suite that passes once passes
 # again, and CI never turns red on a draw. HYPOTHESIS_PROFILE=explore draws new ones to hunt bugs.
 settings.register_profile("suite", derandomize=True, database=None)
