@@ -160,8 +160,16 @@ def _pose(job: dict) -> None:
     # decoding moves them.
     generator = torch.Generator().manual_seed(job["seed"] + 2)
     with torch.no_grad():
-        for name, tensor in model.keypoint_head.final_layer.named_parameters():
-            tensor.copy_(torch.randn(tensor.shape, generator=generator) * (0.1 if name.endswith("bias") else 0.2))
+        head = model.keypoint_head
+        final = getattr(head, "final_layer", None)
+        if final is None and hasattr(head, "multi_final_layers"):  # the last stage predicts (CPM's is
+            final = head.multi_final_layers[-1]  # an identity: its backbone's last stage gives the heatmaps)
+        if final is not None:
+            for name, tensor in final.named_parameters():
+                tensor.copy_(torch.randn(tensor.shape, generator=generator) * (0.1 if name.endswith("bias") else 0.2))
+        else:  # DeepPose's fully connected head: coordinates (and RLE's sigmas) spread over the crop
+            head.fc.weight.copy_(torch.randn(head.fc.weight.shape, generator=generator) * 0.002)
+            head.fc.bias.copy_(torch.rand(head.fc.bias.shape, generator=generator) * 0.7 + 0.15)
     model.cfg = cfg  # as init_pose_model sets it: the inference reads the test pipeline from it
     model.eval()
     save_checkpoint(model, job["checkpoint"], meta={"mmpose_version": "0.29.0"})
@@ -236,6 +244,11 @@ def _pose_decode(job: dict) -> None:
         )
         out[post_process] = preds
         out[f"{post_process}_scores"] = maxvals[..., 0]
+    # UDP's Gaussian decoding (DARK's UDP refinement), mapped to (W - 1) / W of the box
+    preds, maxvals = keypoints_from_heatmaps(
+        heatmaps.copy(), center, scale, kernel=job["kernel"], use_udp=True, target_type="GaussianHeatmap"
+    )
+    out["udp"], out["udp_scores"] = preds, maxvals[..., 0]
     np.savez(job["out"], **out)
 
 
@@ -293,6 +306,34 @@ def _dice_loss(job: dict) -> None:
     np.savez(job["out"], **out)
 
 
+def _pose_loss(job: dict) -> None:
+    """0.29's keypoint losses (``job["losses"]``: [kind, loss config], kind "heatmap" or "regression")
+    on the outputs, targets and weights of ``job["inputs"]`` (0.x's target weight per keypoint for
+    heatmaps, per coordinate for regression): each value and its gradient with respect to the
+    output; RLE's flow model (seeded) saved beside for the other side."""
+    from mmpose.models.builder import build_loss
+
+    inputs = {name: torch.from_numpy(array) for name, array in np.load(job["inputs"]).items()}
+    out = {}
+    for index, (kind, row) in enumerate(job["losses"]):
+        torch.manual_seed(job["seed"] + index)
+        loss = build_loss(dict(row))
+        if kind == "heatmap":
+            output, target = inputs["heatmaps"].clone(), inputs["heatmap_targets"]
+            weight = inputs["weight"][..., None]
+        else:
+            output = inputs["output"].clone() if row["type"] == "RLELoss" else inputs["output"][..., :2].clone()
+            target, weight = inputs["target"], inputs["weight"][..., None].repeat(1, 1, 2)
+        output.requires_grad_(True)
+        value = loss(output, target, weight)
+        value.backward()
+        out[f"value{index}"] = value.detach().numpy()
+        out[f"grad{index}"] = output.grad.numpy()
+        if row["type"] == "RLELoss":
+            torch.save(loss.flow_model.state_dict(), f"{job['flow']}{index}.pth")
+    np.savez(job["out"], **out)
+
+
 def main() -> int:
     with open(sys.argv[1]) as fh:
         jobs = json.load(fh)
@@ -305,6 +346,7 @@ def main() -> int:
             "mmpose-augment": _pose_augment,
             "mmpose-decode": _pose_decode,
             "mmpose-evaluate": _pose_evaluate,
+            "mmpose-loss": _pose_loss,
         }[job["toolbox"]](job)
     return 0
 

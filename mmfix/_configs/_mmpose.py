@@ -1,4 +1,4 @@
-"""MMPose 0.x rules (first part: top-down heatmap models): model, codec, pipelines, datasets, evaluators.
+"""MMPose 0.x rules (first part: top-down heatmap and regression models): model, codec, pipelines, datasets, evaluators.
 
 MMPose 1.x rebuilt the top-down path around one *codec* that both the pipeline (``GenerateTarget``)
 and the head (its ``decoder``) use, where 0.x spread it over ``data_cfg`` (``image_size``,
@@ -10,11 +10,14 @@ renames a 0.x head's state dict), ``NormalizeTensor`` after ``ToTensor`` is the
 datasets with ``data_mode='topdown'``, and ``evaluation.metric='mAP'`` is a ``CocoMetric`` with
 ``data_cfg``'s keypoint-score and OKS-NMS thresholds. 0.x's random box augmentations draw from
 other distributions than 1.x's ``RandomBBoxTransform`` / ``RandomHalfBody``: a converted config
-names mmfix's copies of the 0.x ones (mmfix/_legacy_models/mmpose.py).
+names mmfix's copies of the 0.x ones (mmfix/_legacy_models/mmpose.py). DeepPose's regression head
+(``DeepposeRegressionHead``, with RLE's sigmas where ``out_sigma``) is 1.x's ``RegressionHead`` /
+``RLEHead`` on a ``RegressionLabel`` codec (``TopDownGenerateTargetRegression``'s coordinates over
+the input size), 0.x's ``regression_flip_shift`` 1.x's ``shift_coords``.
 
 Rows are as data, read from MMPose 0.29.0's and 1.3.2's code and 1.x's migration guide
-(docs/en/migration.md). What this part does not convert yet (bottom-up, 3D, regression heads,
-UDP / Megvii encodings) stops with a ``ConfigConversionError`` that says so, never converted
+(docs/en/migration.md). What this part does not convert yet (bottom-up, 3D, integral and other
+regression heads, UDP / Megvii encodings) stops with a ``ConfigConversionError`` that says so, never converted
 halfway.
 """
 
@@ -92,9 +95,40 @@ KEPT_DATASET_ARGS: dict[str, tuple[str, ...]] = {"DeepFashionDataset": ("subset"
 HEATMAP_HEADS: dict[str, tuple[str, tuple[int, ...]]] = {
     "TopdownHeatmapSimpleHead": ("HeatmapHead", (256, 256, 256)),
     "ViPNASHeatmapSimpleHead": ("ViPNASHead", (144, 144, 144)),
+    # CPM's and Hourglass's: one deconvolution and final layer per stage, the last stage predicts
+    # (1.x's CPMHead: the same module names, multi_deconv_layers / multi_final_layers)
+    "TopdownHeatmapMultiStageHead": ("CPMHead", (256, 256, 256)),
 }
-#: 0.x heatmap losses -> 1.x's, where 1.x computes the same (checked: tests/unit/test_config_mmpose.py).
-LOSSES = {"JointsMSELoss": "KeypointMSELoss"}
+#: 0.x heatmap losses -> 1.x's, where 1.x computes the same (same arguments, outputs, targets and
+#: weights: tests/integration/test_family_0x_mmpose.py)
+LOSSES = {"JointsMSELoss": "KeypointMSELoss", "AdaptiveWingLoss": "AdaptiveWingLoss"}
+#: 0.x regression heads, by ``out_sigma`` (RLE's sigmas beside the coordinates) -> 1.x's head, whose
+#: own load hook renames a 0.x head's weights (``loss`` -> ``loss_module``: RLE's flow model)
+REGRESSION_HEADS: dict[tuple[str, bool], str] = {
+    ("DeepposeRegressionHead", False): "RegressionHead",
+    ("DeepposeRegressionHead", True): "RLEHead",
+}
+#: 0.x regression losses -> 1.x's and the arguments 1.x renamed; each computes what 0.x's did (same
+#: weights, outputs and targets: tests/integration/test_family_0x_mmpose.py). RLE's reads the sigmas.
+REGRESSION_LOSSES: dict[str, tuple[str, dict[str, str]]] = {
+    "SmoothL1Loss": ("SmoothL1Loss", {}),
+    "WingLoss": ("WingLoss", {}),
+    "SoftWingLoss": ("SoftWingLoss", {}),
+    "RLELoss": ("RLELoss", {"q_dis": "q_distribution"}),
+}
+#: RLE's ``q_dis`` values 0.x took and 1.x does not: 0.x's ``'strict'`` computed the Gaussian's term
+RLE_Q_0X = {"strict": "gaussian"}
+#: the test options 0.x's heatmap heads and decoding read (its regression heads none of them)
+HEATMAP_TEST_OPTIONS = (
+    "post_process",
+    "shift_heatmap",
+    "modulate_kernel",
+    "target_type",
+    "use_udp",
+    "valid_radius_factor",
+)
+#: 0.x's TopDown.forward_test flipped unless its test_cfg said otherwise
+FLIP_TEST_0X = True
 #: 0.x formatting steps: the data preprocessor and PackPoseInputs do them in 1.x.
 PACKING = ("ToTensor", "Collect")
 WRAPPERS = ("RepeatDataset", "ConcatDataset")
@@ -108,6 +142,7 @@ class _State:
         self.normalize: dict[str, Any] | None = None
         self.rgb = True  # 0.x's LoadImageFromFile: channel_order='rgb'
         self.target: dict[str, Any] | None = None  # TopDownGenerateTarget's arguments
+        self.regression_target = False  # a pipeline had TopDownGenerateTargetRegression
         self.image_size: tuple[int, int] | None = None
         self.heatmap_size: tuple[int, int] | None = None
         self.data_cfg: dict[str, Any] = {}
@@ -136,10 +171,37 @@ def codec(state: _State, test_cfg: dict[str, Any]) -> dict[str, Any]:
         raise ConfigConversionError(
             "data_cfg", None, "MMPose 0.x top-down configs give data_cfg.image_size and data_cfg.heatmap_size"
         )
+    if state.regression_target:
+        raise ConfigConversionError(
+            "model.keypoint_head",
+            None,
+            "the training pipeline makes regression targets (TopDownGenerateTargetRegression) for a heatmap head; "
+            "MMPose 0.x could not train that either: use TopDownGenerateTarget, or a regression head",
+        )
     target = dict(state.target or {})
-    encoding = target.pop("encoding", "MSRA")
-    if encoding != "MSRA" or target.get("target_type", "GaussianHeatmap") != "GaussianHeatmap":
-        raise _not_yet("TopDownGenerateTarget.encoding", encoding, f"the {encoding} encoding")
+    # 0.x set the encoding (the pipeline's TopDownGenerateTarget) and the decoding (test_cfg's use_udp
+    # and target_type) apart; 1.x's codec does both one way
+    decode_udp = bool(test_cfg.get("use_udp", False))
+    encoding = target.pop("encoding", "UDP" if state.target is None and decode_udp else "MSRA")
+    if (encoding == "UDP") != decode_udp:
+        raise ConfigConversionError(
+            "model.test_cfg.use_udp",
+            decode_udp,
+            f"MMPose 0.x encoded the targets with {encoding} and decoded {'with' if decode_udp else 'without'} UDP; "
+            "MMPose 1.x's codec encodes and decodes one way: make them agree",
+        )
+    kind = test_cfg.get("target_type", "GaussianHeatmap")
+    if target.setdefault("target_type", kind) != kind:
+        raise ConfigConversionError(
+            "model.test_cfg.target_type",
+            kind,
+            f"MMPose 0.x encoded {target['target_type']} targets and decoded {kind}; MMPose 1.x's codec does one: "
+            "make them agree",
+        )
+    if encoding == "UDP":
+        return _udp_codec(state, target, test_cfg)
+    if encoding != "MSRA" or kind != "GaussianHeatmap":
+        raise _not_yet("TopDownGenerateTarget.encoding", encoding, f"the {encoding} encoding of {kind}")
     unbiased = bool(target.pop("unbiased_encoding", False))
     post = test_cfg.get("post_process", "default")
     if post not in ("default", "unbiased") or (post == "unbiased") != unbiased:
@@ -161,6 +223,46 @@ def codec(state: _State, test_cfg: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _udp_codec(state: _State, target: dict[str, Any], test_cfg: dict[str, Any]) -> dict[str, Any]:
+    """UDP's Gaussian heatmaps: 1.x's ``UDPHeatmap``. 0.x decoded them with DARK's UDP refinement
+    (``post_dark_udp``, blurred by ``modulate_kernel``) whatever ``post_process`` said, but for Megvii's."""
+    kind = target.pop("target_type")
+    if kind != "GaussianHeatmap":  # CombinedTarget: 0.x blurred the offsets too, 1.x does not
+        raise _not_yet("TopDownGenerateTarget.target_type", kind, f"UDP's {kind} encoding")
+    post = test_cfg.get("post_process", "default")
+    if post == "megvii":
+        raise _not_yet("model.test_cfg.post_process", post, "Megvii's blur on a UDP encoding")
+    sigma = target.pop("sigma", 2)
+    if not isinstance(sigma, (int, float)):  # several heatmaps per keypoint
+        raise _not_yet("TopDownGenerateTarget.sigma", sigma, "an encoding of several sigmas")
+    target.pop("unbiased_encoding", None)  # MSRA's: 0.x's UDP encoding ignored it
+    target.pop("kernel", None)  # Megvii's
+    for key in target:
+        raise _not_yet(f"TopDownGenerateTarget.{key}", target[key], f"its argument {key}")
+    return {
+        "type": "UDPHeatmap",
+        "input_size": state.image_size,
+        "heatmap_size": state.heatmap_size,
+        "sigma": sigma,
+        "blur_kernel_size": test_cfg.get("modulate_kernel", 11),
+    }
+
+
+def regression_codec(state: _State) -> dict[str, Any]:
+    """1.x's ``RegressionLabel``: 0.x's ``TopDownGenerateTargetRegression`` (the keypoints over the
+    input size) and its decoding (times the input size)."""
+    if state.image_size is None:
+        raise ConfigConversionError("data_cfg", None, "MMPose 0.x top-down configs give data_cfg.image_size")
+    if state.target is not None:
+        raise ConfigConversionError(
+            "model.keypoint_head",
+            None,
+            "the training pipeline makes heatmap targets (TopDownGenerateTarget) for a regression head; MMPose 0.x "
+            "could not train that either: use TopDownGenerateTargetRegression, or a heatmap head",
+        )
+    return {"type": "RegressionLabel", "input_size": state.image_size}
+
+
 # ----------------------------------------------------------------------------- pipelines
 def _transform(t: dict[str, Any], state: _State, out: dict[str, Any], report: Report, where: str) -> Any:
     t = dict(t)
@@ -173,9 +275,8 @@ def _transform(t: dict[str, Any], state: _State, out: dict[str, Any], report: Re
     elif kind == "TopDownRandomFlip":
         new = {"type": "RandomFlip", "direction": "horizontal", "prob": t.pop("flip_prob", 0.5)}
     elif kind == "TopDownAffine":
-        new = {"type": "TopdownAffine", "input_size": "CODEC_INPUT_SIZE", "use_udp": t.pop("use_udp", False)}
-        if new["use_udp"]:
-            raise _not_yet(f"{where}: TopDownAffine.use_udp", True, "the UDP encoding")
+        # UDP's unbiased warp (1.x's own, the same matrix), whatever the codec
+        new = {"type": "TopdownAffine", "input_size": "CODEC_INPUT_SIZE", "use_udp": bool(t.pop("use_udp", False))}
     elif kind in ("TopDownRandomShiftBboxCenter", "TopDownGetRandomScaleRotation", "TopDownHalfBodyTransform"):
         new = {"type": kind, **t}
         if kind == "TopDownHalfBodyTransform":
@@ -188,6 +289,11 @@ def _transform(t: dict[str, Any], state: _State, out: dict[str, Any], report: Re
         return None
     elif kind == "TopDownGenerateTarget":
         state.target = t
+        return {"type": "GenerateTarget", "encoder": "CODEC"}
+    elif kind == "TopDownGenerateTargetRegression":
+        for key in t:  # 0.x's class takes no argument
+            raise ConfigConversionError(f"{where}: {kind}.{key}", t[key], f"MMPose 0.x's {kind} takes no arguments")
+        state.regression_target = True
         return {"type": "GenerateTarget", "encoder": "CODEC"}
     elif kind in PACKING:
         if kind == "Collect":
@@ -391,12 +497,13 @@ def _best(evaluation: dict[str, Any], keys: dict[str, str], prefix: str) -> None
         evaluation["save_best"] = prefix + keys.get(save_best, save_best)
 
 
-def _coco_metric(out: dict[str, Any], state: _State) -> dict[str, Any]:
-    """0.x's ``mAP``: 1.x's ``CocoMetric`` with ``data_cfg``'s keypoint-score and OKS-NMS thresholds."""
+def _coco_metric(out: dict[str, Any], state: _State, rle_score: bool) -> dict[str, Any]:
+    """0.x's ``mAP``: 1.x's ``CocoMetric`` with ``data_cfg``'s keypoint-score and OKS-NMS thresholds
+    (``rle_score``: RLE's rescoring, the box score plus the keypoint scores' mean and maximum)."""
     data_cfg = state.data_cfg
     metric: dict[str, Any] = {
         "type": "CocoMetric",
-        "score_mode": "bbox_keypoint",
+        "score_mode": "bbox_rle" if rle_score else "bbox_keypoint",
         "keypoint_score_thr": data_cfg.get("vis_thr", 0.2),
         "nms_mode": ("soft_oks_nms" if data_cfg.get("soft_nms", False) else "oks_nms")
         if data_cfg.get("use_nms", True)
@@ -429,8 +536,11 @@ def _evaluators(evaluation: dict[str, Any], out: dict[str, Any], state: _State, 
     names = [metric] if isinstance(metric, str) else list(metric)
     kind = state.kinds.get("data.val") or state.kinds.get("data.test", "")
     keys: dict[str, str] = {}
+    rle_score = bool(evaluation.pop("rle_score", False))
+    if rle_score and names != ["mAP"]:
+        report.drop("evaluation.rle_score", "MMPose 0.x's COCO-style mAP alone read it")
     if names == ["mAP"]:
-        evaluators, prefix, how = [_coco_metric(out, state)], "coco/", "data_cfg's thresholds"
+        evaluators, prefix, how = [_coco_metric(out, state, rle_score)], "coco/", "data_cfg's thresholds"
     elif kind in OWN_EVALUATE_DATASETS:
         (evaluators, keys), prefix, how = _own_evaluator(names, kind, out, report), "", "0.x's thresholds"
     else:
@@ -497,7 +607,9 @@ def _merged_inputs(head: dict[str, Any], report: Report) -> tuple[int, dict[str,
     return sum(channels[i] for i in index), neck
 
 
-def _head(head: dict[str, Any], report: Report) -> tuple[dict[str, Any], dict[str, Any] | None]:
+def _heatmap_head(
+    head: dict[str, Any], out: dict[str, Any], report: Report
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
     head = dict(head)
     kind = head.pop("type")
     if kind not in HEATMAP_HEADS:
@@ -506,6 +618,8 @@ def _head(head: dict[str, Any], report: Report) -> tuple[dict[str, Any], dict[st
     channels, neck = _merged_inputs(head, report)
     new: dict[str, Any] = {"type": new_kind, "in_channels": channels}
     new["out_channels"] = head.pop("out_channels")
+    if new_kind == "CPMHead":
+        new["num_stages"] = head.pop("num_stages", 1)
     layers = head.pop("num_deconv_layers", 3)
     filters = tuple(head.pop("num_deconv_filters", default_filters))[:layers]
     kernels = tuple(head.pop("num_deconv_kernels", (4, 4, 4)))[:layers]
@@ -521,17 +635,21 @@ def _head(head: dict[str, Any], report: Report) -> tuple[dict[str, Any], dict[st
     elif final == 3:
         new["final_layer"] = {"kernel_size": 3, "padding": 1}
     n_conv = extra.pop("num_conv_layers", 0)
+    if n_conv and new_kind == "CPMHead":  # 0.x's multi-stage head never read it
+        raise _not_yet("model.keypoint_head.extra.num_conv_layers", n_conv, "conv layers in a multi-stage head")
     if n_conv:
         channels = filters[-1] if layers else new["in_channels"]
         new["conv_out_channels"] = (channels,) * n_conv
         new["conv_kernel_sizes"] = tuple(extra.pop("num_conv_kernels", [1] * n_conv))
     for key in extra:
         raise _not_yet(f"model.keypoint_head.extra.{key}", extra[key], f"the head option {key}")
-    loss = dict(head.pop("loss_keypoint", None) or {"type": "JointsMSELoss"})
-    loss_type = loss.pop("type")
-    if loss_type not in LOSSES:
-        raise _not_yet("model.keypoint_head.loss_keypoint", loss_type, f"the loss {loss_type}")
-    new["loss"] = {"type": LOSSES[loss_type], **loss}
+    loss = head.pop("loss_keypoint", None) or {"type": "JointsMSELoss"}
+    if isinstance(loss, (list, tuple)):  # one per stage (0.x: nn.Sequential; 1.x: a list too)
+        if new_kind != "CPMHead" or len(loss) != new["num_stages"]:
+            raise _not_yet("model.keypoint_head.loss_keypoint", loss, "a list of losses other than one per stage")
+        new["loss"] = [_heatmap_loss(item, out, report) for item in loss]
+    else:
+        new["loss"] = _heatmap_loss(loss, out, report)
     new["decoder"] = "CODEC"
     head.pop("train_cfg", None)
     head.pop("test_cfg", None)
@@ -539,6 +657,57 @@ def _head(head: dict[str, Any], report: Report) -> tuple[dict[str, Any], dict[st
         raise _not_yet(f"model.keypoint_head.{key}", head[key], f"the head argument {key}")
     report.moved(f"model.keypoint_head ({kind})", f"model.head ({new_kind})")
     return new, neck
+
+
+def _heatmap_loss(loss: dict[str, Any], out: dict[str, Any], report: Report) -> dict[str, Any]:
+    loss = dict(loss)
+    loss_type = loss.pop("type")
+    if loss_type not in LOSSES:
+        raise _not_yet("model.keypoint_head.loss_keypoint", loss_type, f"the loss {loss_type}")
+    new = {"type": LOSSES[loss_type], **loss}
+    if loss_type == "JointsMSELoss" and not loss.get("use_target_weight", False):
+        # 0.x's then counted every keypoint; 1.x's weights by the keypoints' visibility regardless
+        new["type"] = loss_type
+        _engine.legacy_component(
+            new, out, report, "model.keypoint_head.loss_keypoint", "KeypointMSELoss0x", LEGACY_MODULE
+        )
+    return new
+
+
+def _regression_head(head: dict[str, Any], report: Report) -> dict[str, Any]:
+    """DeepPose's fully connected head: 1.x's ``RegressionHead``, or ``RLEHead`` where 0.x's also
+    predicted each coordinate's sigma (``out_sigma``: RLE's loss reads them)."""
+    head = dict(head)
+    kind = head.pop("type")
+    sigma = bool(head.pop("out_sigma", False))
+    new_kind = REGRESSION_HEADS[(kind, sigma)]
+    new: dict[str, Any] = {"type": new_kind, "in_channels": head.pop("in_channels")}
+    new["num_joints"] = head.pop("num_joints")
+    loss = dict(head.pop("loss_keypoint", None) or {})
+    loss_type = loss.pop("type", None)
+    if loss_type not in REGRESSION_LOSSES:
+        raise _not_yet("model.keypoint_head.loss_keypoint", loss_type, f"the loss {loss_type}")
+    if (loss_type == "RLELoss") != sigma:
+        raise ConfigConversionError(
+            "model.keypoint_head.out_sigma",
+            sigma,
+            f"MMPose 0.x's {kind} predicts sigmas (out_sigma=True) exactly for RLELoss, which reads them; "
+            f"with out_sigma={sigma} and {loss_type} 0.x's training failed too: set one to match the other",
+        )
+    new_loss, renamed = REGRESSION_LOSSES[loss_type]
+    if loss_type == "RLELoss" and loss.get("q_dis") in RLE_Q_0X:
+        report.moved(
+            f"RLELoss.q_dis={loss['q_dis']!r}", f"q_distribution={RLE_Q_0X[loss['q_dis']]!r} (0.x computed it so)"
+        )
+        loss["q_dis"] = RLE_Q_0X[loss["q_dis"]]
+    new["loss"] = {"type": new_loss, **{renamed.get(key, key): value for key, value in loss.items()}}
+    new["decoder"] = "CODEC"
+    head.pop("train_cfg", None)
+    head.pop("test_cfg", None)
+    for key in head:
+        raise _not_yet(f"model.keypoint_head.{key}", head[key], f"the head argument {key}")
+    report.moved(f"model.keypoint_head ({kind}, out_sigma={sigma})", f"model.head ({new_kind})")
+    return new
 
 
 def convert_model(src: dict[str, Any], out: dict[str, Any], report: Report, state: _State) -> None:
@@ -561,25 +730,47 @@ def convert_model(src: dict[str, Any], out: dict[str, Any], report: Report, stat
         report.moved("model.pretrained", "model.backbone.init_cfg")
     new["backbone"] = backbone
     test_cfg = dict(model.pop("test_cfg", None) or {})
-    new["head"], merging = _head(model.pop("keypoint_head"), report)
+    head = model.pop("keypoint_head")
+    regression = isinstance(head, dict) and any(kind == head.get("type") for kind, _ in REGRESSION_HEADS)
+    if regression:
+        new["head"], merging = _regression_head(head, report), None
+    else:
+        new["head"], merging = _heatmap_head(head, out, report)
     if "neck" in model:
         if merging is not None:
             raise _not_yet("model.neck", model["neck"], "a neck before a head that merges feature maps")
         new["neck"] = model.pop("neck")
     elif merging is not None:
         new["neck"] = merging
-    codec_cfg = codec(state, test_cfg)
-    if not codec_cfg.get("unbiased"):  # 0.x's quarter-pixel refinement; DARK's is 1.x's own
-        _engine.legacy_component(
-            codec_cfg, out, report, "the codec (data_cfg, model.test_cfg)", "MSRAHeatmap0x", LEGACY_MODULE
-        )
-    new["test_cfg"] = {
-        "flip_test": test_cfg.pop("flip_test", False),
-        "flip_mode": "heatmap",
-        "shift_heatmap": test_cfg.pop("shift_heatmap", False),
-    }
-    for key in ("post_process", "modulate_kernel", "target_type", "use_udp"):
-        test_cfg.pop(key, None)  # in the codec
+    if regression:
+        codec_cfg = regression_codec(state)
+        new["test_cfg"] = {
+            "flip_test": test_cfg.pop("flip_test", FLIP_TEST_0X),
+            # 0.x moved the flipped x by one pixel only where asked; 1.x's default is to move it
+            "shift_coords": bool(test_cfg.pop("regression_flip_shift", False)),
+        }
+        for key in HEATMAP_TEST_OPTIONS:  # copied into some regression configs; 0.x read them for heatmaps only
+            if key in test_cfg:
+                report.drop(f"model.test_cfg.{key}", "MMPose 0.x's regression heads did not read it")
+                test_cfg.pop(key)
+    else:
+        codec_cfg = codec(state, test_cfg)
+        if codec_cfg["type"] == "UDPHeatmap":  # 0.x's plain blur before UDP's Taylor step
+            _engine.legacy_component(
+                codec_cfg, out, report, "the codec (data_cfg, model.test_cfg)", "UDPHeatmap0x", LEGACY_MODULE
+            )
+        elif codec_cfg["type"] == "MSRAHeatmap" and not codec_cfg.get("unbiased"):
+            # 0.x's quarter-pixel refinement; DARK's is 1.x's own
+            _engine.legacy_component(
+                codec_cfg, out, report, "the codec (data_cfg, model.test_cfg)", "MSRAHeatmap0x", LEGACY_MODULE
+            )
+        new["test_cfg"] = {
+            "flip_test": test_cfg.pop("flip_test", FLIP_TEST_0X),
+            "flip_mode": "heatmap",
+            "shift_heatmap": test_cfg.pop("shift_heatmap", False),
+        }
+        for key in ("post_process", "modulate_kernel", "target_type", "use_udp"):
+            test_cfg.pop(key, None)  # in the codec
     for key in test_cfg:
         raise _not_yet(f"model.test_cfg.{key}", test_cfg[key], f"the test option {key}")
     model.pop("train_cfg", None)

@@ -1,5 +1,5 @@
-"""MMPose 0.x top-down augmentations, decoding and metrics for converted 0.x configs, registered in
-MMPose 1.x's registries.
+"""MMPose 0.x top-down augmentations, decodings, a loss and metrics for converted 0.x configs,
+registered in MMPose 1.x's registries.
 
 MMPose 1.x replaced 0.x's random box augmentations with ``RandomHalfBody`` and ``RandomBBoxTransform``,
 which draw from other distributions: a shift uniform in ``[-1, 1]`` became a truncated normal; a
@@ -21,6 +21,10 @@ sets of fixed-size crops (Fly 192, Locust and Zebra 160, FreiHand 224), JHMDB's 
 by the box's longer side). ``PCKAccuracy0x``, ``JhmdbPCKAccuracy0x`` and ``NME0x`` are 1.x's metrics
 with 0.x's normalisation, read from the sample's ``raw_ann_info`` (1.x packs the annotation there;
 ``JhmdbDataset0x`` and ``AFLWDataset0x`` are 1.x's data sets keeping it, which theirs drop).
+
+The decodings: ``MSRAHeatmap0x`` refines by a quarter pixel where 0.x did, ``UDPHeatmap0x`` blurs
+as 0.x's UDP did; the loss: ``KeypointMSELoss0x`` counts every keypoint where 0.x's
+``JointsMSELoss(use_target_weight=False)`` did.
 """
 
 from __future__ import annotations
@@ -29,11 +33,12 @@ from typing import Any
 
 import numpy as np
 from mmcv.transforms import BaseTransform
-from mmpose.codecs import MSRAHeatmap
+from mmpose.codecs import MSRAHeatmap, UDPHeatmap
 from mmpose.codecs.utils import get_heatmap_maximum
 from mmpose.datasets import AFLWDataset, JhmdbDataset
 from mmpose.evaluation.metrics import NME, JhmdbPCKAccuracy, PCKAccuracy
-from mmpose.registry import DATASETS, KEYPOINT_CODECS, METRICS, TRANSFORMS
+from mmpose.models.losses import KeypointMSELoss
+from mmpose.registry import DATASETS, KEYPOINT_CODECS, METRICS, MODELS, TRANSFORMS
 
 __all__ = [
     "AFLWDataset0x",
@@ -195,6 +200,63 @@ class MSRAHeatmap0x(MSRAHeatmap):
                 )
                 keypoints[0, k] += np.sign(diff) * 0.25
         return keypoints * self.scale_factor, scores
+
+
+@KEYPOINT_CODECS.register_module()
+class UDPHeatmap0x(UDPHeatmap):
+    """1.x's ``UDPHeatmap`` (the same targets) decoding Gaussian heatmaps as 0.29's
+    ``post_dark_udp``: DARK's Taylor step on the log of the heatmaps blurred by a plain
+    ``cv2.GaussianBlur`` (1.x's blur pads the borders and rescales each map to its maximum, moving
+    keypoints by up to pixels); the combined heatmaps 0.x blurred otherwise are not converted."""
+
+    def decode(self, encoded: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if self.heatmap_type != "gaussian":
+            return super().decode(encoded)
+        heatmaps = encoded.copy()
+        keypoints, scores = get_heatmap_maximum(heatmaps)
+        keypoints, scores = keypoints[None], scores[None]  # one instance, as 1.x's
+        keypoints[0] = _dark_udp_0x(keypoints[0], heatmaps, self.blur_kernel_size)
+        width, height = self.heatmap_size
+        return keypoints / [width - 1, height - 1] * self.input_size, scores
+
+
+def _dark_udp_0x(coords: np.ndarray, heatmaps: np.ndarray, kernel: int) -> np.ndarray:
+    """0.29's ``post_dark_udp`` on one instance's K x H x W heatmaps (blurred and logged in place)."""
+    import cv2
+
+    k, height, width = heatmaps.shape
+    for heatmap in heatmaps:
+        cv2.GaussianBlur(heatmap, (kernel, kernel), 0, heatmap)
+    np.clip(heatmaps, 0.001, 50, heatmaps)
+    np.log(heatmaps, heatmaps)
+    pad = np.pad(heatmaps, ((0, 0), (1, 1), (1, 1)), mode="edge").flatten()
+    index = coords[:, 0] + 1 + (coords[:, 1] + 1) * (width + 2)
+    index += (width + 2) * (height + 2) * np.arange(0, k)
+    index = index.astype(int).reshape(-1, 1)
+    i_ = pad[index]
+    ix1, iy1, ix1y1 = pad[index + 1], pad[index + width + 2], pad[index + width + 3]
+    ix1_y1_, ix1_, iy1_ = pad[index - width - 3], pad[index - 1], pad[index - 2 - width]
+    derivative = np.concatenate([0.5 * (ix1 - ix1_), 0.5 * (iy1 - iy1_)], axis=1).reshape(k, 2, 1)
+    dxx = ix1 - 2 * i_ + ix1_
+    dyy = iy1 - 2 * i_ + iy1_
+    dxy = 0.5 * (ix1y1 - ix1 - iy1 + i_ + i_ - ix1_ - iy1_ + ix1_y1_)
+    hessian = np.concatenate([dxx, dxy, dxy, dyy], axis=1).reshape(k, 2, 2)
+    hessian = np.linalg.inv(hessian + np.finfo(np.float32).eps * np.eye(2))
+    coords -= np.einsum("imn,ink->imk", hessian, derivative).squeeze(-1)
+    return coords
+
+
+# ----------------------------------------------------------------------------- losses
+@MODELS.register_module()
+class KeypointMSELoss0x(KeypointMSELoss):
+    """0.x's ``JointsMSELoss`` with ``use_target_weight=False``: the mean squared error over every
+    keypoint. 1.x's ``KeypointMSELoss`` weights by whatever keypoint weights its head hands it,
+    ``use_target_weight`` or not, so invisible keypoints would stop counting."""
+
+    def forward(self, output: Any, target: Any, target_weights: Any = None, mask: Any = None) -> Any:
+        if not self.use_target_weight:
+            target_weights = None
+        return super().forward(output, target, target_weights, mask)
 
 
 # ----------------------------------------------------------------------------- metrics

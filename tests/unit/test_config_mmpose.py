@@ -170,7 +170,7 @@ def test_0x_random_box_augmentations_are_kept_as_0x_drew_them() -> None:
     "change",
     [
         {"model__type": "AssociativeEmbedding"},
-        {"model__keypoint_head": {"type": "DeepposeRegressionHead", "in_channels": 2048, "num_joints": 17}},
+        {"model__keypoint_head": {"type": "TopdownHeatmapMSMUHead", "out_shape": (64, 48), "unit_channels": 256}},
     ],
 )
 def test_what_is_not_converted_yet_stops_with_one_clear_error(change) -> None:
@@ -367,3 +367,233 @@ def test_vipnas_s_grouped_deconvolutions_are_1x_s_vipnas_head() -> None:
     )
     assert out["model"]["head"]["deconv_out_channels"] == (144, 144, 144)
     assert out["model"]["head"]["deconv_num_groups"] == (16, 16, 16)
+
+
+def deeppose(rle: bool = False, **changes):
+    """res50_coco_256x192.py of 0.29's deeppose/coco (res50_coco_256x192_rle.py where ``rle``), merged."""
+    loss = {"type": "RLELoss", "use_target_weight": True, "size_average": True, "residual": True}
+    head = {
+        "type": "DeepposeRegressionHead",
+        "in_channels": 2048,
+        "num_joints": 17,
+        "loss_keypoint": loss if rle else {"type": "SmoothL1Loss", "use_target_weight": True},
+    }
+    if rle:
+        head["out_sigma"] = True
+    cfg = coco(
+        model__backbone={"type": "ResNet", "depth": 50, "num_stages": 4, "out_indices": (3,)},
+        model__keypoint_head=head,
+        model__test_cfg={"flip_test": True, **({"regression_flip_shift": True} if rle else {})},
+    )
+    cfg["model"]["neck"] = {"type": "GlobalAveragePooling"}
+    train = [dict(t) for t in TRAIN]
+    train[-2] = {"type": "TopDownGenerateTargetRegression"}
+    cfg["data"]["train"]["pipeline"] = train
+    for path, value in changes.items():
+        node = cfg
+        *parents, last = path.split("__")
+        for key in parents:
+            node = node[key]
+        node[last] = value
+    return cfg
+
+
+def test_deeppose_s_head_is_1x_s_regression_head_on_a_regression_label_codec() -> None:
+    # 1.x's td-reg_res50_8xb64-210e_coco-256x192.py: RegressionHead(2048, 17, SmoothL1Loss), a
+    # GlobalAveragePooling neck, RegressionLabel(input_size=(192, 256))
+    out, report = convert(deeppose(), "mmpose")
+    model = out["model"]
+    codec = {"type": "RegressionLabel", "input_size": (192, 256)}
+    assert model["neck"] == {"type": "GlobalAveragePooling"}
+    assert model["head"] == {
+        "type": "RegressionHead",
+        "in_channels": 2048,
+        "num_joints": 17,
+        "loss": {"type": "SmoothL1Loss", "use_target_weight": True},
+        "decoder": codec,
+    }
+    assert out["codec"] == codec
+    # 0.x moved the flipped x by a pixel only with regression_flip_shift; 1.x's default moves it
+    assert model["test_cfg"] == {"flip_test": True, "shift_coords": False}
+    steps = out["train_dataloader"]["dataset"]["pipeline"]
+    assert {"type": "GenerateTarget", "encoder": codec} in steps
+    assert "MSRAHeatmap0x" not in str(out)
+    assert any("RegressionHead" in line for line in report.lines())
+
+
+def test_rle_s_sigmas_are_1x_s_rle_head_with_its_loss_and_the_flip_shift() -> None:
+    # 1.x's td-reg_res50_rle-8xb64-210e_coco-256x192.py: RLEHead(2048, 17, RLELoss), shift_coords=True
+    out, _ = convert(deeppose(rle=True), "mmpose")
+    head = out["model"]["head"]
+    assert head["type"] == "RLEHead" and (head["in_channels"], head["num_joints"]) == (2048, 17)
+    assert head["loss"] == {"type": "RLELoss", "use_target_weight": True, "size_average": True, "residual": True}
+    assert out["model"]["test_cfg"] == {"flip_test": True, "shift_coords": True}
+    cfg = deeppose(rle=True)
+    cfg["model"]["keypoint_head"]["loss_keypoint"]["q_dis"] = "gaussian"  # 1.x's name for it
+    out, _ = convert(cfg, "mmpose")
+    assert out["model"]["head"]["loss"]["q_distribution"] == "gaussian" and "q_dis" not in out["model"]["head"]["loss"]
+
+
+@pytest.mark.parametrize("loss", ["WingLoss", "SoftWingLoss"])
+def test_the_face_zoo_s_wing_losses_keep_their_arguments(loss) -> None:
+    cfg = deeppose()
+    cfg["model"]["keypoint_head"]["loss_keypoint"] = {"type": loss, "use_target_weight": True, "epsilon": 2.5}
+    out, _ = convert(cfg, "mmpose")
+    assert out["model"]["head"]["loss"] == {"type": loss, "use_target_weight": True, "epsilon": 2.5}
+
+
+def test_a_test_cfg_without_flip_test_flips_as_0x_did() -> None:
+    # 0.29's TopDown.forward_test: self.test_cfg.get('flip_test', True)
+    for cfg in (deeppose(model__test_cfg={}), coco(model__test_cfg={})):
+        out, _ = convert(cfg, "mmpose")
+        assert out["model"]["test_cfg"]["flip_test"] is True
+
+
+def test_targets_heads_and_sigmas_that_do_not_match_stop_with_one_clear_error() -> None:
+    sigma_without_rle = deeppose()
+    sigma_without_rle["model"]["keypoint_head"]["out_sigma"] = True
+    rle_without_sigma = deeppose(rle=True)
+    del rle_without_sigma["model"]["keypoint_head"]["out_sigma"]
+    for cfg in (sigma_without_rle, rle_without_sigma):
+        with pytest.raises(ConfigConversionError, match="out_sigma=True\\) exactly for RLELoss"):
+            convert(cfg, "mmpose")
+    heatmap_target = deeppose()
+    heatmap_target["data"]["train"]["pipeline"] = TRAIN
+    with pytest.raises(ConfigConversionError, match=r"heatmap targets .* for a regression head"):
+        convert(heatmap_target, "mmpose")
+    regression_target = coco()
+    regression_target["data"]["train"]["pipeline"] = deeppose()["data"]["train"]["pipeline"]
+    with pytest.raises(ConfigConversionError, match=r"regression targets .* for a heatmap head"):
+        convert(regression_target, "mmpose")
+    with pytest.raises(ConfigConversionError, match="the loss L1Loss is not converted yet"):
+        convert(deeppose(model__keypoint_head__loss_keypoint={"type": "L1Loss"}), "mmpose")
+    with pytest.raises(ConfigConversionError, match="takes no arguments"):
+        cfg = deeppose()
+        cfg["data"]["train"]["pipeline"][-2] = {"type": "TopDownGenerateTargetRegression", "sigma": 2}
+        convert(cfg, "mmpose")
+
+
+def udp(**test_cfg):
+    """hrnet_w32_coco_256x192_udp.py's settings on the ResNet config: UDP's warp, encoding and decoding."""
+    cfg = coco(
+        model__test_cfg={
+            "flip_test": True,
+            "post_process": "default",
+            "shift_heatmap": False,
+            "target_type": "GaussianHeatmap",
+            "modulate_kernel": 11,
+            "use_udp": True,
+            **test_cfg,
+        }
+    )
+    for split in ("train", "val", "test"):
+        pipeline = [dict(t) for t in cfg["data"][split]["pipeline"]]
+        for t in pipeline:
+            if t["type"] == "TopDownAffine":
+                t["use_udp"] = True
+            if t["type"] == "TopDownGenerateTarget":
+                t.update(sigma=2, encoding="UDP", target_type="GaussianHeatmap")
+        cfg["data"][split]["pipeline"] = pipeline
+    return cfg
+
+
+def test_udp_s_warp_encoding_and_decoding_are_1x_s_udp_heatmap_codec() -> None:
+    # 1.x's td-hm_hrnet-w32_udp-8xb64-210e_coco-256x192.py: UDPHeatmap(input_size, heatmap_size, sigma=2),
+    # TopdownAffine(use_udp=True)
+    out, _ = convert(udp(), "mmpose")
+    codec = {
+        "type": "UDPHeatmap0x",  # mmfix's copy: 0.x blurred before UDP's Taylor step as 1.x does not
+        "input_size": (192, 256),
+        "heatmap_size": (48, 64),
+        "sigma": 2,
+        "blur_kernel_size": 11,
+    }
+    assert out["codec"] == codec and out["model"]["head"]["decoder"] == codec
+    for split in ("train", "val", "test"):
+        affine = [t for t in out[f"{split}_dataloader"]["dataset"]["pipeline"] if t["type"] == "TopdownAffine"]
+        assert affine == [{"type": "TopdownAffine", "input_size": (192, 256), "use_udp": True}], split
+    assert out["model"]["test_cfg"] == {"flip_test": True, "flip_mode": "heatmap", "shift_heatmap": False}
+    assert "MSRAHeatmap0x" not in str(out)  # 0.x's quarter-pixel step is not UDP's decoding
+    assert "mmfix._legacy_models.mmpose" in out["custom_imports"]["imports"]
+    out, _ = convert(udp(modulate_kernel=17), "mmpose")
+    assert out["codec"]["blur_kernel_size"] == 17
+
+
+def test_udp_encoding_and_decoding_that_disagree_or_are_not_converted_stop_with_one_clear_error() -> None:
+    with pytest.raises(ConfigConversionError, match="encoded the targets with UDP and decoded without UDP"):
+        convert(udp(use_udp=False), "mmpose")
+    cfg = coco(model__test_cfg={"flip_test": True, "use_udp": True})
+    with pytest.raises(ConfigConversionError, match="encoded the targets with MSRA and decoded with UDP"):
+        convert(cfg, "mmpose")
+    with pytest.raises(ConfigConversionError, match="encoded GaussianHeatmap targets and decoded CombinedTarget"):
+        convert(udp(target_type="CombinedTarget"), "mmpose")
+    combined = udp(target_type="CombinedTarget")
+    for t in combined["data"]["train"]["pipeline"]:
+        if t["type"] == "TopDownGenerateTarget":
+            t.update(target_type="CombinedTarget", valid_radius_factor=0.0546875)
+    with pytest.raises(ConfigConversionError, match="UDP's CombinedTarget encoding is not converted yet"):
+        convert(combined, "mmpose")
+    with pytest.raises(ConfigConversionError, match="Megvii's blur on a UDP encoding is not converted yet"):
+        convert(udp(post_process="megvii"), "mmpose")
+
+
+def test_rle_s_rescoring_is_1x_s_bbox_rle_score_mode() -> None:
+    # 0.29's TopDownCocoDataset.evaluate(rle_score=True): box score + mean + max of the keypoint scores
+    cfg = deeppose(rle=True)
+    cfg["evaluation"]["rle_score"] = True
+    out, _ = convert(cfg, "mmpose")
+    assert out["val_evaluator"]["score_mode"] == out["test_evaluator"]["score_mode"] == "bbox_rle"
+    assert convert(deeppose(rle=True), "mmpose")[0]["val_evaluator"]["score_mode"] == "bbox_keypoint"
+
+
+def test_heatmap_test_options_copied_into_a_regression_config_are_dropped_as_0x_ignored_them() -> None:
+    # 0.29's hand and fashion DeepPose configs carry the heatmap models' test_cfg; nothing read it there
+    test_cfg = {"flip_test": True, "post_process": "default", "shift_heatmap": True, "modulate_kernel": 11}
+    out, report = convert(deeppose(model__test_cfg=test_cfg), "mmpose")
+    assert out["model"]["test_cfg"] == {"flip_test": True, "shift_coords": False}
+    assert any("model.test_cfg.shift_heatmap" in line for line in report.lines())
+    with pytest.raises(ConfigConversionError, match="the test option bogus is not converted yet"):
+        convert(deeppose(model__test_cfg={"flip_test": True, "bogus": 1}), "mmpose")
+
+
+def test_cpm_and_hourglass_multi_stage_heads_are_1x_s_cpm_head() -> None:
+    # 1.x's td-hm_cpm_8xb64-210e_coco-256x192.py: CPMHead(17, 17, num_stages=6, deconv None, final None);
+    # td-hm_hourglass52_8xb32-210e_coco-256x256.py: CPMHead(256, 17, num_stages=1, deconv None)
+    cpm = {
+        "type": "TopdownHeatmapMultiStageHead",
+        "in_channels": 17,
+        "out_channels": 17,
+        "num_stages": 6,
+        "num_deconv_layers": 0,
+        "extra": {"final_conv_kernel": 0},
+        "loss_keypoint": {"type": "JointsMSELoss", "use_target_weight": True},
+    }
+    out, _ = convert(coco(model__keypoint_head=cpm), "mmpose")
+    head = out["model"]["head"]
+    assert head["type"] == "CPMHead" and (head["in_channels"], head["out_channels"], head["num_stages"]) == (17, 17, 6)
+    assert head["deconv_out_channels"] is None and head["final_layer"] is None
+    assert head["loss"] == {"type": "KeypointMSELoss", "use_target_weight": True}
+    hourglass = {**cpm, "in_channels": 256, "num_stages": 1, "extra": {"final_conv_kernel": 1}}
+    head = convert(coco(model__keypoint_head=hourglass), "mmpose")[0]["model"]["head"]
+    assert head["num_stages"] == 1 and "final_layer" not in head  # 1.x's default: a 1x1 convolution
+    # 0.x's defaults (three 256-wide deconvolutions, one stage) written out
+    bare = {"type": "TopdownHeatmapMultiStageHead", "in_channels": 32, "out_channels": 17}
+    head = convert(coco(model__keypoint_head=bare), "mmpose")[0]["model"]["head"]
+    assert head["num_stages"] == 1 and head["deconv_out_channels"] == (256, 256, 256)
+    # a loss per stage, as 0.x's nn.Sequential of them
+    losses = [{"type": "JointsMSELoss", "use_target_weight": True, "loss_weight": w} for w in (0.5, 1.0)]
+    head = convert(coco(model__keypoint_head={**cpm, "num_stages": 2, "loss_keypoint": losses}), "mmpose")[0]
+    assert [loss["loss_weight"] for loss in head["model"]["head"]["loss"]] == [0.5, 1.0]
+    with pytest.raises(ConfigConversionError, match="a list of losses other than one per stage"):
+        convert(coco(model__keypoint_head={**cpm, "loss_keypoint": losses}), "mmpose")
+
+
+def test_an_unweighted_joints_mse_loss_counts_every_keypoint_as_in_0x() -> None:
+    # 1.x's KeypointMSELoss weights by the keypoints' visibility whatever use_target_weight says
+    head = dict(coco()["model"]["keypoint_head"])
+    for loss in ({"type": "JointsMSELoss"}, {"type": "JointsMSELoss", "use_target_weight": False}):
+        out, _ = convert(coco(model__keypoint_head={**head, "loss_keypoint": loss}), "mmpose")
+        assert out["model"]["head"]["loss"] == {**loss, "type": "KeypointMSELoss0x"}
+        assert "mmfix._legacy_models.mmpose" in out["custom_imports"]["imports"]
+    out, _ = convert(coco(), "mmpose")
+    assert out["model"]["head"]["loss"] == {"type": "KeypointMSELoss", "use_target_weight": True}
