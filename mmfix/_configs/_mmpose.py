@@ -650,13 +650,19 @@ def _heatmap_head(
         new["loss"] = [_heatmap_loss(item, out, report) for item in loss]
     else:
         new["loss"] = _heatmap_loss(loss, out, report)
+    _rest_of_head(head, f"model.keypoint_head ({kind})", new, report)
+    return new, neck
+
+
+def _rest_of_head(head: dict[str, Any], what: str, new: dict[str, Any], report: Report) -> None:
+    """The head's decoder is the codec; its own train/test settings are the model's (0.x copied
+    them in); any other argument left is one the rules do not convert."""
     new["decoder"] = "CODEC"
     head.pop("train_cfg", None)
     head.pop("test_cfg", None)
     for key in head:
         raise _not_yet(f"model.keypoint_head.{key}", head[key], f"the head argument {key}")
-    report.moved(f"model.keypoint_head ({kind})", f"model.head ({new_kind})")
-    return new, neck
+    report.moved(what, f"model.head ({new['type']})")
 
 
 def _heatmap_loss(loss: dict[str, Any], out: dict[str, Any], report: Report) -> dict[str, Any]:
@@ -701,12 +707,7 @@ def _regression_head(head: dict[str, Any], report: Report) -> dict[str, Any]:
         )
         loss["q_dis"] = RLE_Q_0X[loss["q_dis"]]
     new["loss"] = {"type": new_loss, **{renamed.get(key, key): value for key, value in loss.items()}}
-    new["decoder"] = "CODEC"
-    head.pop("train_cfg", None)
-    head.pop("test_cfg", None)
-    for key in head:
-        raise _not_yet(f"model.keypoint_head.{key}", head[key], f"the head argument {key}")
-    report.moved(f"model.keypoint_head ({kind}, out_sigma={sigma})", f"model.head ({new_kind})")
+    _rest_of_head(head, f"model.keypoint_head ({kind}, out_sigma={sigma})", new, report)
     return new
 
 

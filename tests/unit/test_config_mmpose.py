@@ -49,6 +49,17 @@ DATA_CFG = {
 }
 
 
+def _changed(cfg, changes):
+    """``cfg`` with each ``a__b__c=value`` of ``changes`` set at ``cfg[a][b][c]``."""
+    for path, value in changes.items():
+        node = cfg
+        *parents, last = path.split("__")
+        for key in parents:
+            node = node[key]
+        node[last] = value
+    return cfg
+
+
 def coco(**changes):
     def ds(split, pipeline):
         return {
@@ -101,13 +112,7 @@ def coco(**changes):
         "dist_params": {"backend": "nccl"},
         "workflow": [("train", 1)],
     }
-    for path, value in changes.items():
-        node = cfg
-        *parents, last = path.split("__")
-        for key in parents:
-            node = node[key]
-        node[last] = value
-    return cfg
+    return _changed(cfg, changes)
 
 
 def test_the_model_is_1x_s_official_one() -> None:
@@ -389,13 +394,7 @@ def deeppose(rle: bool = False, **changes):
     train = [dict(t) for t in TRAIN]
     train[-2] = {"type": "TopDownGenerateTargetRegression"}
     cfg["data"]["train"]["pipeline"] = train
-    for path, value in changes.items():
-        node = cfg
-        *parents, last = path.split("__")
-        for key in parents:
-            node = node[key]
-        node[last] = value
-    return cfg
+    return _changed(cfg, changes)
 
 
 def test_deeppose_s_head_is_1x_s_regression_head_on_a_regression_label_codec() -> None:
