@@ -45,7 +45,9 @@ def _unavailable(reason: str) -> None:
     pytest.skip(message)
 
 
-def load_compiled_ext(cache: Path) -> ModuleType:
+def extract_compiled_ext(folder: Path) -> Path:
+    """The compiled extension's file, extracted from the wheel into ``folder`` (not loaded): for a
+    subprocess to load. Skips (fails under REQUIRE_COMPILED_MMCV=1) where the wheel cannot serve."""
     wheel = wheel_path()
     if not wheel.is_file():
         _unavailable(f"{wheel} does not exist")
@@ -53,10 +55,22 @@ def load_compiled_ext(cache: Path) -> ModuleType:
         _unavailable(f"the wheel's binary was built for torch {WHEEL_TORCH}x, this is torch {torch.__version__}")
     with zipfile.ZipFile(wheel) as archive:
         member = next(n for n in archive.namelist() if n.startswith("mmcv/_ext") and n.endswith(".so"))
-        target = cache / Path(member).name
+        target = folder / Path(member).name
         if not target.exists():
-            archive.extract(member, cache)
-            (cache / member).rename(target)
+            archive.extract(member, folder)
+            (folder / member).rename(target)
+    return target
+
+
+def load_compiled_ext(cache: Path) -> ModuleType:
+    """The compiled extension loaded in this process, extracted into ``cache``.
+
+    CPython keeps an extension module per name for the life of the process: a second load, from
+    another file, hands back the first module object, whose ``__file__`` names the first file. So
+    a module's ``__file__`` is no path to give a subprocess (that file may be gone with its test's
+    folder): use :func:`extract_compiled_ext` for that, and load in-process only from folders that
+    live as long as the process's use of the module (session fixtures, a benchmark's run)."""
+    target = extract_compiled_ext(cache)
     loader = importlib.machinery.ExtensionFileLoader("mmcv._ext", str(target))
     spec = importlib.util.spec_from_file_location("mmcv._ext", str(target), loader=loader)
     assert spec is not None
