@@ -160,13 +160,19 @@ def predict_2x(
 
 
 def predict_3x(
-    config: Path, image: Path, weights: Path, out: Path, load: str = "upgrade", timeout: float = 600
+    config: Path,
+    image: Path,
+    weights: Path,
+    out: Path,
+    load: str = "upgrade",
+    timeout: float = 600,
+    extra_env: dict[str, str] | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """mmfix + MMDetection 3.3.0's prediction for the same 2.x config and weights, and the load report."""
     from conftest import clean_env
 
     out.mkdir(parents=True, exist_ok=True)
-    env = clean_env(PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = clean_env(PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), **(extra_env or {}))
     _run(
         sys.executable,
         ["3x", str(config), str(image), str(out), "--weights", str(weights), "--load", load],

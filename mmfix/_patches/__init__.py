@@ -128,6 +128,11 @@ PATCHES: dict[str, Patch] = {
             "as MMEngine's default; stock stops with a TypeError",
         ),
         Patch(
+            "ssd_predict",
+            "mmdet.models.dense_heads.ssd_head",
+            "MMDetection 3.3's SSD heads predict (stock: AttributeError: 'SSDHead' object has no attribute 'loss_cls')",
+        ),
+        Patch(
             "worker_errors",
             "torch",
             "a torchrun worker's uncaught exception is recorded so torchrun's summary names the rank and the error",

@@ -30,7 +30,7 @@ events = json.loads(sys.argv[1])
 FIRST = ("argparse", "torch", "mmengine.dist")
 MODULES = FIRST + ("mmengine.logging", "mmengine.model", "mmengine.runner", "mmengine.hooks.checkpoint_hook",
                    "mmengine.fileio.backends.local_backend", "mmengine.config", "mmengine.infer.infer", "mmcv",
-                   "mmcv.ops")
+                   "mmcv.ops", "mmdet.models.dense_heads.ssd_head")
 TARGETS = {
     "torch_load": [("torch", "load"), ("torch.serialization", "load"), ("torch.hub", "_is_legacy_zip_format")],
     "mmengine_checkpoint": [("mmengine.runner.checkpoint", "_load_checkpoint"),
@@ -62,6 +62,7 @@ TARGETS = {
                           ("mmengine.utils.package_utils", "get_installed_path"),
                           ("mmengine.utils", "get_installed_path"),
                           ("mmengine.config.config", "is_installed")],
+    "ssd_predict": [("mmdet.models.dense_heads.ssd_head", "SSDHead.__init__")],
 }
 # Patches that install a meta-path finder instead of wrappers: how many of theirs are on the path.
 FINDERS = {"mmcv_ops": "_ExtFinder", "mmcv_bound": "_BoundFinder"}
@@ -107,7 +108,7 @@ def import_all(names, on):
         except ModuleNotFoundError as exc:
             if on or COMPILED or exc.name != "mmcv._ext":
                 raise
-            stock_failures.append(name)
+            stock_failures.append(name)  # MMDetection's models import mmcv.ops: both fail
 
 
 mmfix, on = None, False
@@ -122,7 +123,7 @@ for event in events:
         on = event == "enable"
 import_all(MODULES, on)
 if "mmcv.ops" not in sys.modules:  # off, on mmcv-lite: the stock failure; nothing of mmfix's to find
-    for name in ("mmcv_ops_devices",):
+    for name in ("mmcv_ops_devices", "ssd_predict"):
         TARGETS.pop(name)
 from mmfix._checkpoint import atomic as _atomic
 
@@ -180,10 +181,11 @@ def test_every_patch_survives_the_ordering(events: tuple[str, ...], tmp_path: Pa
         elif event == "import" and not ops_loaded:
             ops_loaded = compiled or now_on
             expect_failure = expect_failure or not ops_loaded
-    assert set(stock_failures) == ({"mmcv.ops"} if expect_failure else set()), stock_failures
-    assert ("mmcv_ops_devices" in result) == ops_loaded, sorted(result)
-    if not ops_loaded:  # nothing of mmfix's to find in a module that never imported
-        result["mmcv_ops_devices"] = [0]
+    ssd_head = "mmdet.models.dense_heads.ssd_head"
+    assert set(stock_failures) == ({"mmcv.ops", ssd_head} if expect_failure else set()), stock_failures
+    assert ("mmcv_ops_devices" in result) == ops_loaded == ("ssd_predict" in result), sorted(result)
+    if not ops_loaded:  # nothing of mmfix's to find in modules that never imported
+        result["mmcv_ops_devices"] = result["ssd_predict"] = [0]
     assert set(result) == set(PATCHES)
     if importlib.util.find_spec("pkg_resources") is not None:
         # MMEngine's own package helpers work there: the patch skips (and wraps nothing)

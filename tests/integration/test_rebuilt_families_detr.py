@@ -1,4 +1,4 @@
-"""DETR, Deformable DETR, Cascade RPN and the Ascend heads: 2.x weights, 3.x model, same detections.
+"""DETR, Deformable DETR, Cascade RPN, SSD and the Ascend heads: 2.x weights, 3.x model, same detections.
 
 For each family, real MMDetection 2.28.2 builds the official 2.x config's model (seeded
 ``init_weights()``), saves its state dict and predicts on a seeded image; mmfix converts the same
@@ -29,6 +29,14 @@ CONFIGS = Path(__file__).resolve().parents[1] / "data" / "mmdet2_configs"
 # variable into a dict); a Pad divisor as the official test pipeline has it.
 _PYTORCH_NORM = "dict(mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375], to_rgb=True)"
 _CAFFE_NORM = "dict(mean=[103.53, 116.28, 123.675], std=[1.0, 1.0, 1.0], to_rgb=False)"
+
+# SSD's seeded Xavier head saturates its softmax: hundreds of scores round to exactly 1.0, and
+# which of them make the 200 kept is the order of ties, not the model. A small Normal head init
+# (the 2.x side's init only: the 3.x side loads its weights) spreads the scores apart.
+_SSD_OVERRIDES = (
+    "model = dict(test_cfg=dict(score_thr=0.0), "
+    "bbox_head=dict(init_cfg=dict(type='Normal', layer='Conv2d', std=0.001)))"
+)
 
 #: case -> (official config, its normalisation, Pad divisor, model overrides, layout expected to apply)
 CASES = {
@@ -70,7 +78,10 @@ CASES = {
         "model = dict(test_cfg=dict(score_thr=0.0))",
         None,
     ),
-    "ascend_ssd": ("ssd/ascend_ssd300_coco.py", None, None, "model = dict(test_cfg=dict(score_thr=0.0))", None),
+    # SSD predicts on 3.3.0 only with mmfix's ssd_predict patch (stock: AttributeError, loss_cls)
+    "ascend_ssd": ("ssd/ascend_ssd300_coco.py", None, None, _SSD_OVERRIDES, None),
+    "ssd": ("ssd/ssd300_coco.py", None, None, _SSD_OVERRIDES, None),
+    "ssdlite": ("ssd/ssdlite_mobilenetv2_scratch_600e_coco.py", None, None, _SSD_OVERRIDES, None),
 }
 
 # 256 x 384 after the keep-ratio resize of the 320 x 480 image: enough encoder tokens for the
@@ -94,7 +105,7 @@ data = dict(val=dict(pipeline=test_pipeline), test=dict(pipeline=test_pipeline))
 def _child_config(tmp_path: Path, case: str) -> Path:
     official, norm, pad, overrides, _ = CASES[case]
     text = f"_base_ = [{str(CONFIGS / official)!r}]\n{overrides}\n"
-    if norm is not None:  # SSD keeps its own 300 x 300 pipeline
+    if norm is not None:  # SSD keeps its own fixed-size pipeline
         text += _SMALL_TEST_PIPELINE.format(norm=norm, pad=pad)
     path = tmp_path / f"{case}.py"
     path.write_text(text)
@@ -105,18 +116,8 @@ def _child_config(tmp_path: Path, case: str) -> Path:
 #: 3.x process, not one per family)
 _USER_LOAD_PATH = {"deformable_detr_twostage_refine"}
 
-_SSD_PREDICT_BUG = pytest.mark.xfail(
-    strict=True,  # passes once the stack predicts with SSDHead again: then drop the mark
-    raises=AssertionError,
-    reason="MMDetection 3.3.0's SSDHead cannot predict at all (BaseDenseHead reads self.loss_cls, which "
-    "SSDHead never sets: AttributeError), plain SSD configs included: open-mmlab/mmdetection#11063, "
-    "#11780 (fix proposed in PR #11524, not released); needs a runtime fix",
-)
 
-
-@pytest.mark.parametrize(
-    "case", [pytest.param(c, marks=_SSD_PREDICT_BUG) if c == "ascend_ssd" else c for c in sorted(CASES)]
-)
+@pytest.mark.parametrize("case", sorted(CASES))
 def test_2x_weights_load_strictly_and_predict_as_in_2x(case: str, mmdet2_python: Path, tmp_path: Path) -> None:
     config = _child_config(tmp_path, case)
     image = tmp_path / "image.npy"
@@ -134,6 +135,30 @@ def test_2x_weights_load_strictly_and_predict_as_in_2x(case: str, mmdet2_python:
         # The path users take: MMEngine's load_checkpoint on the 2.x file (mmfix's loader patch).
         loaded, _ = predict_3x(config, image, tmp_path / "2x" / "state_dict.pth", tmp_path / "3x-mmengine", "mmengine")
         assert_same_detections(expected, loaded, atol=1e-3, score_atol=1e-5)
+
+
+def test_an_official_3x_ssd_config_predicts_as_2x_with_the_patch_and_fails_as_stock_without(
+    mmdet2_python: Path, tmp_path: Path
+) -> None:
+    """Issue 36: stock 3.3.0 cannot predict with its own ``ssd/ssd300_coco.py`` (AttributeError:
+    'SSDHead' object has no attribute 'loss_cls'). With the ``ssd_predict`` patch, that 3.x config's
+    model, given the weights of the same model built by real 2.28.2 (SSD's keys kept their names),
+    predicts what 2.x predicts; with the patch switched off, stock's error, unchanged."""
+    import mmdet
+
+    image = tmp_path / "image.npy"
+    np.save(image, seeded_image(5))
+    expected = predict_2x(mmdet2_python, _child_config(tmp_path, "ssd"), image, tmp_path / "2x")
+    official_3x = Path(mmdet.__file__).parent / ".mim" / "configs" / "ssd" / "ssd300_coco.py"
+    config = tmp_path / "ssd300_3x.py"
+    config.write_text(f"_base_ = [{str(official_3x)!r}]\nmodel = dict(test_cfg=dict(score_thr=0.0))\n")
+    weights = tmp_path / "2x" / "state_dict.pth"
+    actual, load = predict_3x(config, image, weights, tmp_path / "3x")
+    assert load["renamed"] == {}, load
+    assert len(expected["scores"]) > 0, "no 2.x detections to compare"
+    assert_same_detections(expected, actual, atol=1e-3, score_atol=1e-5)
+    with pytest.raises(AssertionError, match="'SSDHead' object has no attribute 'loss_cls'"):
+        predict_3x(config, image, weights, tmp_path / "off", extra_env={"MMFIX_DISABLED_PATCHES": "ssd_predict"})
 
 
 def test_the_automatic_path_converts_and_builds_every_official_config_of_the_families():
