@@ -131,6 +131,48 @@ def find_or_build(build_root: Path) -> Path:
     return _with_family_0x(python)
 
 
+# The official configs' own normalisation, written out (a 2.x child config cannot splice a base
+# variable into a dict).
+PYTORCH_NORM = "dict(mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375], to_rgb=True)"
+CAFFE_NORM = "dict(mean=[103.53, 116.28, 123.675], std=[1.0, 1.0, 1.0], to_rgb=False)"
+
+# A small test scale (CPU time): 256 x 384 after the keep-ratio resize of the 320 x 480 seeded
+# image, enough encoder tokens for the two-stage Deformable DETR's 300 proposals (2040 over four
+# levels). Normalisation and Pad divisor as the official test pipeline has them.
+_SMALL_TEST_PIPELINE = """
+test_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='MultiScaleFlipAug', img_scale={scales}, flip={flip}, transforms=[
+        dict(type='Resize', keep_ratio=True),
+        dict(type='RandomFlip'),
+        dict(type='Normalize', **{norm}),
+        dict(type='Pad', size_divisor={pad}),
+        dict(type='ImageToTensor', keys=['img']),
+        dict(type='Collect', keys=['img']),
+    ]),
+]
+data = dict(val=dict(pipeline=test_pipeline), test=dict(pipeline=test_pipeline))
+"""
+
+
+def child_config(
+    path: Path,
+    official: Path,
+    overrides: str = "",
+    norm: str | None = None,
+    pad: int | None = None,
+    scales: Any = (384, 256),
+    flip: bool = False,
+) -> Path:
+    """A user-style 2.x config at ``path`` on top of ``official``: ``overrides`` (config text),
+    and, given ``norm``, a test pipeline at ``scales`` (one or a list: 2.x's multi-scale test)."""
+    text = f"_base_ = [{str(official)!r}]\n{overrides}\n"
+    if norm is not None:
+        text += _SMALL_TEST_PIPELINE.format(norm=norm, pad=pad, scales=scales, flip=flip)
+    path.write_text(text)
+    return path
+
+
 def seeded_image(seed: int, height: int = 320, width: int = 480) -> np.ndarray:
     """A BGR uint8 image with a few flat rectangles on noise (both sides read the same array)."""
     rng = np.random.RandomState(seed)
@@ -209,6 +251,9 @@ def assert_same_detections(
             f"2.x detection {i} (label {int(expected['labels'][i])}, score {float(expected['scores'][i]):.6f}, "
             f"box {expected['bboxes'][i].tolist()}) has no equal in 3.x's"
         )
+        if "mask_scores" in expected:  # Mask Scoring R-CNN: each mask's own score, too
+            close &= (actual["mask_scores"] - expected["mask_scores"][i]).abs() <= score_atol
+            assert close.any(), f"2.x detection {i}'s mask score {float(expected['mask_scores'][i]):.6f} differs in 3.x"
         candidates = torch.nonzero(close).flatten()
         if "masks" not in expected:
             free[int(candidates[0])] = False

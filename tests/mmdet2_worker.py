@@ -13,7 +13,8 @@
         take, with mmfix's loader patch); OUT_DIR/load.json says which keys were renamed.
 
 Both sides write the same plain format (tensors in dicts, loadable with ``weights_only``):
-``{"bboxes": N×4, "scores": N, "labels": N, "masks": N×H×W bool (if any), "panoptic": H×W (if any)}``.
+``{"bboxes": N×4, "scores": N, "labels": N, "masks": N×H×W bool (if any), "mask_scores": N (Mask
+Scoring R-CNN), "panoptic": H×W (if any)}``.
 Only the standard library is imported at the top: each mode imports its own MMDetection.
 """
 
@@ -69,6 +70,11 @@ def _normalise_2x(result: Any) -> dict[str, Any]:
     stacked = np.concatenate(rows) if rows else np.zeros((0, 5), np.float32)
     out["bboxes"] = torch.as_tensor(stacked[:, :4])
     out["scores"] = torch.as_tensor(stacked[:, 4])
+    if isinstance(segm, tuple):  # Mask Scoring R-CNN: (masks per class, mask scores per class)
+        segm, mask_scores = segm
+        out["mask_scores"] = torch.as_tensor(
+            np.concatenate([np.asarray(s, dtype=np.float32).reshape(-1) for s in mask_scores])
+        )
     if segm is not None:
         masks = [np.asarray(m, dtype=bool) for per_class in segm for m in per_class]
         if masks:
@@ -112,6 +118,8 @@ def _normalise_3x(sample: Any) -> dict[str, Any]:
         out["labels"] = pred.labels.long().cpu()
         if "masks" in pred:
             out["masks"] = pred.masks.bool().cpu()
+        if "mask_scores" in pred:
+            out["mask_scores"] = pred.mask_scores.float().cpu()
     return out
 
 

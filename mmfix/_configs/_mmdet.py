@@ -796,17 +796,25 @@ def _restructured_cfgs(model: dict[str, Any], report: Report) -> None:
 _MASKS_CROPPED_PER_ROI = frozenset({"HybridTaskCascade", "SCNet"})
 
 
-#: Detectors whose 3.x code (not their config) computes test results differently from 2.x's:
-#: no config key can keep the 2.x meaning, so conversion says so once, naming the difference.
-_CODE_DIFFERENCES = {
-    # 2.x MaskScoringRoIHead.get_mask_scores / CocoDataset._segm2json (2.28.2) against 3.3.0's
-    # MaskIoUHead.predict_by_feat: the same product, applied to the masks only in 2.x.
-    "MaskScoringRCNN": (
-        "MaskScoringRCNN: 3.x multiplies every detection's score by its predicted mask IoU, for boxes and "
-        "masks alike; 2.x used that product for the masks only and kept the classification score for the "
-        "boxes, so bbox results and bbox mAP differ from 2.x's (segm results agree)"
-    ),
+#: 2.x components whose 3.x namesake computes another result: type -> (mmfix's copy, its module)
+#: (mmfix/_legacy_models/mmdet.py).
+TWOX_COMPONENTS: dict[str, tuple[str, str]] = {
+    # 3.x writes score x mask IoU over the boxes' scores too; 2.x gave it to the masks only.
+    "MaskIoUHead": ("MaskIoUHead2x", "mmfix._legacy_models.mmdet"),
 }
+
+
+def _twox_components(model: dict[str, Any], out: dict[str, Any], report: Report) -> None:
+    roi_head = model.get("roi_head")
+    head = roi_head.get("mask_iou_head") if isinstance(roi_head, dict) else None
+    if isinstance(head, dict) and head.get("type") in TWOX_COMPONENTS:
+        kind = head["type"]
+        _engine.legacy_component(head, out, report, "model.roi_head.mask_iou_head", *TWOX_COMPONENTS[kind])
+        report.note(
+            f"{kind}: 2.x's scoring kept — boxes keep the classification score, masks are scored by it times "
+            "the predicted mask IoU (pred_instances.mask_scores, which CocoMetric uses for segm); 3.3.0's own "
+            f"{kind} would write that product over the boxes' scores too"
+        )
 
 
 def convert_model(src: dict[str, Any], out: dict[str, Any], report: Report, state: _State) -> None:
@@ -823,8 +831,7 @@ def convert_model(src: dict[str, Any], out: dict[str, Any], report: Report, stat
     _renamed_arguments(model, report)
     _mmdet_detr.convert(model, report)
     _mmdet_maskformer.convert(model, report)
-    if model.get("type") in _CODE_DIFFERENCES:
-        report.differs(_CODE_DIFFERENCES[model["type"]])
+    _twox_components(model, out, report)
     if "data_preprocessor" not in model:
         pre: dict[str, Any] = {"type": "DetDataPreprocessor"}
         norm = state.normalize

@@ -19,16 +19,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mmdet2_support import assert_same_detections, predict_2x, predict_3x, seeded_image
+from mmdet2_support import (
+    CAFFE_NORM,
+    PYTORCH_NORM,
+    assert_same_detections,
+    child_config,
+    predict_2x,
+    predict_3x,
+    seeded_image,
+)
 
 pytestmark = pytest.mark.slow
 
 CONFIGS = Path(__file__).resolve().parents[1] / "data" / "mmdet2_configs"
-
-# The official configs' own normalisation, written out (a 2.x child config cannot splice a base
-# variable into a dict); a Pad divisor as the official test pipeline has it.
-_PYTORCH_NORM = "dict(mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375], to_rgb=True)"
-_CAFFE_NORM = "dict(mean=[103.53, 116.28, 123.675], std=[1.0, 1.0, 1.0], to_rgb=False)"
 
 # SSD's seeded Xavier head saturates its softmax: hundreds of scores round to exactly 1.0, and
 # which of them make the 200 kept is the order of ties, not the model. A small Normal head init
@@ -40,24 +43,24 @@ _SSD_OVERRIDES = (
 
 #: case -> (official config, its normalisation, Pad divisor, model overrides, layout expected to apply)
 CASES = {
-    "detr": ("detr/detr_r50_8x2_150e_coco.py", _PYTORCH_NORM, 1, "", "DETR (MMDetection 2.x)"),
+    "detr": ("detr/detr_r50_8x2_150e_coco.py", PYTORCH_NORM, 1, "", "DETR (MMDetection 2.x)"),
     "deformable_detr": (
         "deformable_detr/deformable_detr_r50_16x2_50e_coco.py",
-        _PYTORCH_NORM,
+        PYTORCH_NORM,
         1,
         "",
         "Deformable DETR (MMDetection 2.x)",
     ),
     "deformable_detr_refine": (
         "deformable_detr/deformable_detr_refine_r50_16x2_50e_coco.py",
-        _PYTORCH_NORM,
+        PYTORCH_NORM,
         1,
         "",
         "Deformable DETR (MMDetection 2.x)",
     ),
     "deformable_detr_twostage_refine": (
         "deformable_detr/deformable_detr_twostage_refine_r50_16x2_50e_coco.py",
-        _PYTORCH_NORM,
+        PYTORCH_NORM,
         1,
         "",
         "Deformable DETR (MMDetection 2.x)",
@@ -66,14 +69,14 @@ CASES = {
     # classes, is not a detection list the 2.x worker reads).
     "cascade_rpn": (
         "cascade_rpn/crpn_faster_rcnn_r50_caffe_fpn_1x_coco.py",
-        _CAFFE_NORM,
+        CAFFE_NORM,
         32,
         "model = dict(test_cfg=dict(rcnn=dict(score_thr=0.0)))",
         None,
     ),
     "ascend_retinanet": (
         "retinanet/ascend_retinanet_r18_fpn_1x8_1x_coco.py",
-        _PYTORCH_NORM,
+        PYTORCH_NORM,
         32,
         "model = dict(test_cfg=dict(score_thr=0.0))",
         None,
@@ -84,32 +87,10 @@ CASES = {
     "ssdlite": ("ssd/ssdlite_mobilenetv2_scratch_600e_coco.py", None, None, _SSD_OVERRIDES, None),
 }
 
-# 256 x 384 after the keep-ratio resize of the 320 x 480 image: enough encoder tokens for the
-# two-stage Deformable DETR's 300 proposals (2040 over four levels), little CPU time.
-_SMALL_TEST_PIPELINE = """
-test_pipeline = [
-    dict(type='LoadImageFromFile'),
-    dict(type='MultiScaleFlipAug', img_scale=(384, 256), flip=False, transforms=[
-        dict(type='Resize', keep_ratio=True),
-        dict(type='RandomFlip'),
-        dict(type='Normalize', **{norm}),
-        dict(type='Pad', size_divisor={pad}),
-        dict(type='ImageToTensor', keys=['img']),
-        dict(type='Collect', keys=['img']),
-    ]),
-]
-data = dict(val=dict(pipeline=test_pipeline), test=dict(pipeline=test_pipeline))
-"""
-
 
 def _child_config(tmp_path: Path, case: str) -> Path:
     official, norm, pad, overrides, _ = CASES[case]
-    text = f"_base_ = [{str(CONFIGS / official)!r}]\n{overrides}\n"
-    if norm is not None:  # SSD keeps its own fixed-size pipeline
-        text += _SMALL_TEST_PIPELINE.format(norm=norm, pad=pad)
-    path = tmp_path / f"{case}.py"
-    path.write_text(text)
-    return path
+    return child_config(tmp_path / f"{case}.py", CONFIGS / official, overrides, norm, pad)
 
 
 #: also loaded through MMEngine's load_checkpoint (the family with the most renamed keys: one more
