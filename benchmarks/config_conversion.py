@@ -249,6 +249,12 @@ DELIBERATE: list[tuple[str, str | None, str]] = [
             "epoch 12 (so their later milestones never apply)"
         ),
     ),
+    ("model.roi_head.type", None, "2.x's HTC masks (mean of every stage) are kept: mmfix's HybridTaskCascadeRoIHead2x"),
+    (
+        "model.roi_head.mask_iou_head.type",
+        None,
+        "2.x's Mask Scoring R-CNN scores are kept (boxes untouched): mmfix's MaskIoUHead2x",
+    ),
     ("param_scheduler[].milestones[]", None, "2.x's lr_config.step is kept; some 3.x configs changed the steps"),
     (
         "param_scheduler[].start_factor",

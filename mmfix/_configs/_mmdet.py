@@ -796,25 +796,32 @@ def _restructured_cfgs(model: dict[str, Any], report: Report) -> None:
 _MASKS_CROPPED_PER_ROI = frozenset({"HybridTaskCascade", "SCNet"})
 
 
-#: 2.x components whose 3.x namesake computes another result: type -> (mmfix's copy, its module)
-#: (mmfix/_legacy_models/mmdet.py).
-TWOX_COMPONENTS: dict[str, tuple[str, str]] = {
-    # 3.x writes score x mask IoU over the boxes' scores too; 2.x gave it to the masks only.
-    "MaskIoUHead": ("MaskIoUHead2x", "mmfix._legacy_models.mmdet"),
+#: 2.x components whose 3.x namesake computes another result (mmfix/_legacy_models/mmdet.py):
+#: (where in the model, 2.x/3.x type) -> (mmfix's copy, what it keeps of 2.x's and 3.3.0 does not).
+TWOX_COMPONENTS: dict[tuple[str, str], tuple[str, str]] = {
+    ("roi_head.mask_iou_head", "MaskIoUHead"): (
+        "MaskIoUHead2x",
+        "2.x's scoring kept — boxes keep the classification score, masks are scored by it times the "
+        "predicted mask IoU (pred_instances.mask_scores, which CocoMetric uses for segm); 3.3.0's own "
+        "MaskIoUHead would write that product over the boxes' scores too",
+    ),
+    ("roi_head", "HybridTaskCascadeRoIHead"): (
+        "HybridTaskCascadeRoIHead2x",
+        "2.x's masks kept — each the mean of every stage's mask; 3.3.0's own HybridTaskCascadeRoIHead "
+        "keeps only the last stage's at test time (its stage loop drops the others)",
+    ),
 }
+_TWOX_MODULE = "mmfix._legacy_models.mmdet"
 
 
 def _twox_components(model: dict[str, Any], out: dict[str, Any], report: Report) -> None:
-    roi_head = model.get("roi_head")
-    head = roi_head.get("mask_iou_head") if isinstance(roi_head, dict) else None
-    if isinstance(head, dict) and head.get("type") in TWOX_COMPONENTS:
-        kind = head["type"]
-        _engine.legacy_component(head, out, report, "model.roi_head.mask_iou_head", *TWOX_COMPONENTS[kind])
-        report.note(
-            f"{kind}: 2.x's scoring kept — boxes keep the classification score, masks are scored by it times "
-            "the predicted mask IoU (pred_instances.mask_scores, which CocoMetric uses for segm); 3.3.0's own "
-            f"{kind} would write that product over the boxes' scores too"
-        )
+    for (where, kind), (new, why) in TWOX_COMPONENTS.items():
+        node: Any = model
+        for key in where.split("."):
+            node = node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, dict) and node.get("type") == kind:
+            _engine.legacy_component(node, out, report, f"model.{where}", new, _TWOX_MODULE)
+            report.note(f"{kind}: {why}")
 
 
 def convert_model(src: dict[str, Any], out: dict[str, Any], report: Report, state: _State) -> None:

@@ -24,10 +24,15 @@ def converted(relative: str) -> tuple[dict, object]:
     return convert(fromfile(str(CONFIGS / relative)).to_dict())
 
 
-def build(model: dict) -> object:
+def build(model: dict, custom_imports: dict | None = None) -> object:
+    """The model, built as a config load would: the converted config's custom_imports first."""
+    import importlib
+
     from mmdet_support import require_mmdet
 
     require_mmdet()
+    for name in (custom_imports or {}).get("imports", []):
+        importlib.import_module(name)
     from mmdet.registry import MODELS
     from mmdet.utils import register_all_modules
     from mmengine.config import ConfigDict
@@ -231,7 +236,7 @@ def test_htc_family_masks_are_not_batch_padded_as_in_3x_and_it_is_said():
     pre = out["model"]["data_preprocessor"]
     assert "pad_mask" not in pre and pre["pad_size_divisor"] == 32
     assert any("pad_mask left out" in note for note in report.notes)
-    model = build(out["model"])
+    model = build(out["model"], out["custom_imports"])
     assert model.data_preprocessor.pad_mask is False
 
 
@@ -250,16 +255,26 @@ def test_ms_rcnn_keeps_2x_scoring_with_mmfixs_mask_iou_head():
     """Issue 36: 3.x multiplies every detection's score by the predicted mask IoU (boxes included);
     2.x did so for the masks only. The converted config names mmfix's MaskIoUHead2x (the same
     modules, 2.x's scoring: ``mask_scores``) and says so; nothing is left as a difference."""
-    import mmfix._legacy_models.mmdet  # noqa: F401  (what the converted config's custom_imports does)
-
     out, report = converted("ms_rcnn/ms_rcnn_r50_fpn_1x_coco.py")
     assert out["model"]["type"] == "MaskScoringRCNN"
     assert out["model"]["roi_head"]["mask_iou_head"]["type"] == "MaskIoUHead2x"
     assert out["custom_imports"]["imports"] == ["mmfix._legacy_models.mmdet"]
     assert any("2.x's scoring kept" in note for note in report.notes), report.notes
     assert report.differences == []
-    model = build(out["model"])
+    model = build(out["model"], out["custom_imports"])
     assert type(model.roi_head.mask_iou_head).__name__ == "MaskIoUHead2x"
+
+
+def test_htc_keeps_2x_masks_with_mmfixs_roi_head():
+    """Issue 36: 3.3.0's HTC keeps only the last stage's mask at test time; 2.x averaged them all.
+    The converted config names mmfix's HybridTaskCascadeRoIHead2x (the same modules) and says so."""
+    out, report = converted("htc/htc_without_semantic_r50_fpn_1x_coco.py")
+    assert out["model"]["roi_head"]["type"] == "HybridTaskCascadeRoIHead2x"
+    assert out["custom_imports"]["imports"] == ["mmfix._legacy_models.mmdet"]
+    assert any("2.x's masks kept" in note for note in report.notes), report.notes
+    model = build(out["model"], out["custom_imports"])
+    assert type(model.roi_head).__name__ == "HybridTaskCascadeRoIHead2x"
+    assert [type(h).__name__ for h in model.roi_head.mask_head] == ["HTCMaskHead"] * 3
 
 
 def test_multi_scale_flip_tta_says_how_3x_merges(tmp_path):
