@@ -209,6 +209,7 @@ def predict_3x(
     load: str = "upgrade",
     timeout: float = 600,
     extra_env: dict[str, str] | None = None,
+    tta: str | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """mmfix + MMDetection 3.3.0's prediction for the same 2.x config and weights, and the load report."""
     from conftest import clean_env
@@ -217,7 +218,8 @@ def predict_3x(
     env = clean_env(PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), **(extra_env or {}))
     _run(
         sys.executable,
-        ["3x", str(config), str(image), str(out), "--weights", str(weights), "--load", load],
+        ["3x", str(config), str(image), str(out), "--weights", str(weights), "--load", load]
+        + (["--tta", tta] if tta else []),
         env,
         timeout,
     )

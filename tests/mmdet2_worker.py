@@ -8,6 +8,8 @@
     python tests/mmdet2_worker.py 3x CONFIG IMAGE.npy OUT_DIR --weights STATE_DICT --load MODE
         (in the test environment, mmfix active) loads the same 2.x CONFIG through mmfix's
         conversion, builds the 3.x model, loads the 2.x weights and writes OUT_DIR/result.pt.
+        With ``--tta config`` (or ``--tta TYPE``), predicts as ``tools/test.py --tta`` does: the
+        config's ``tta_model`` (its type replaced by TYPE) and ``tta_pipeline``.
         MODE ``upgrade``: ``mmfix._configs._layouts2x.upgrade`` then ``load_state_dict(strict=True)``
         (the rename table itself); ``mmengine``: MMEngine's ``load_checkpoint`` (the path users
         take, with mmfix's loader patch); OUT_DIR/load.json says which keys were renamed.
@@ -103,8 +105,26 @@ def _run_3x(args: argparse.Namespace) -> dict[str, Any]:
     (Path(args.out) / "load.json").write_text(json.dumps(report))
     image = np.load(args.image)
     with torch.no_grad():
-        sample = inference_detector(model, image)
+        sample = _tta_predict(model, image, args.tta) if args.tta else inference_detector(model, image)
     return _normalise_3x(sample)
+
+
+def _tta_predict(model: Any, image: Any, tta_type: str) -> Any:
+    """What ``tools/test.py --tta`` does with one image: the config's tta_model around the model
+    (its type replaced by ``tta_type`` unless that is "config"), the tta_pipeline's augmentations."""
+    import copy
+
+    from mmdet.registry import MODELS
+    from mmengine.dataset import Compose, pseudo_collate
+
+    cfg = copy.deepcopy(model.cfg.tta_model)
+    if tta_type != "config":
+        cfg["type"] = tta_type
+    tta = MODELS.build({**cfg, "module": model})
+    pipeline = copy.deepcopy(model.cfg.tta_pipeline)
+    pipeline[0] = {"type": "mmdet.LoadImageFromNDArray"}
+    data = Compose(pipeline)({"img": image, "img_id": 0})
+    return tta.test_step(pseudo_collate([data]))[0]
 
 
 def _normalise_3x(sample: Any) -> dict[str, Any]:
@@ -132,6 +152,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--weights")
     parser.add_argument("--load", choices=("upgrade", "mmengine"), default="upgrade")
+    parser.add_argument("--tta", help='3x: predict as `--tta` does, with tta_model ("config") or this type')
     args = parser.parse_args(argv)
     result = _run_2x(args) if args.side == "2x" else _run_3x(args)
     import torch

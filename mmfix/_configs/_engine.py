@@ -636,6 +636,14 @@ def ema_hook(hook: dict[str, Any], report: Report) -> dict[str, Any]:
     return target
 
 
+def add_custom_import(out: dict[str, Any], module: str) -> None:
+    """``module`` in the converted config's ``custom_imports`` (once): it registers mmfix's copies."""
+    imports = out.setdefault("custom_imports", {"imports": [], "allow_failed_imports": False})
+    names = [imports["imports"]] if isinstance(imports.get("imports"), str) else list(imports.get("imports", []))
+    if module not in names:
+        imports["imports"] = names + [module]
+
+
 def legacy_component(
     node: dict[str, Any], out: dict[str, Any], report: Report, where: str, new: str, module: str
 ) -> None:
@@ -643,10 +651,7 @@ def legacy_component(
     component whose current namesake computes something else (mmfix/_legacy_models)."""
     old = node["type"]
     node["type"] = new
-    imports = out.setdefault("custom_imports", {"imports": [], "allow_failed_imports": False})
-    names = [imports["imports"]] if isinstance(imports.get("imports"), str) else list(imports.get("imports", []))
-    if module not in names:
-        imports["imports"] = names + [module]
+    add_custom_import(out, module)
     report.moved(
         f"{where}: {old}", f"{new} (mmfix's copy of the legacy {old}: the current {old} computes another result)"
     )

@@ -305,18 +305,20 @@ def _flip_aug(
             for x in out
             if x.get("type") not in ("Resize", "LoadAnnotations", "LoadPanopticAnnotations", "PackDetInputs")
         ]
+        directions = t.get("flip_direction", "horizontal")
         state.tta = {
             "scales": scale_list if scales is not None else None,
             "flip": flip,
+            "flip_direction": [directions] if isinstance(directions, str) else list(directions),
             "scale_factor": t.get("scale_factor"),
             "inner": inner_steps,
         }
-        report.differs(
+        report.note(
             f"{where}: 2.x tested with test-time augmentation (scales {scale_list}, flip={flip}); 3.x runs "
             "TTA only with `tools/test.py --tta`: tta_model and tta_pipeline are written for it, and the "
-            "plain test pipeline uses the first scale without flip. With --tta, 3.x's DetTTAModel merges each "
-            "scale's final (post-NMS) detections and runs NMS again, where 2.x's aug_test merged all scales' "
-            "boxes and scores before its one NMS: the merged detections differ from 2.x's"
+            "plain test pipeline uses the first scale without flip. tta_model is mmfix's DetTTAModel2x, which "
+            "merges as 2.x's aug_test did (3.x's DetTTAModel merges each augmentation's final detections); "
+            "for a detector whose 2.x aug_test it does not reproduce, --tta stops with an error saying so"
         )
     report.moved(f"{where}: MultiScaleFlipAug", "Resize + PackDetInputs")
     return out
@@ -325,15 +327,16 @@ def _flip_aug(
 def _tta(
     cfg_out: dict[str, Any], tta: dict[str, Any], load: dict[str, Any], annotations: dict[str, Any] | None
 ) -> None:
+    # 2.x's merging (mmfix/_legacy_models/mmdet.py); tta_cfg serves tta_model.type=DetTTAModel only.
     cfg_out["tta_model"] = {
-        "type": "DetTTAModel",
+        "type": "DetTTAModel2x",
         "tta_cfg": {"nms": {"type": "nms", "iou_threshold": 0.5}, "max_per_img": 100},
     }
-    flips = (
-        [{"type": "RandomFlip", "prob": 1.0}, {"type": "RandomFlip", "prob": 0.0}]
-        if tta["flip"]
-        else [{"type": "RandomFlip", "prob": 0.0}]
-    )
+    _engine.add_custom_import(cfg_out, _TWOX_MODULE)
+    # 2.x's MultiScaleFlipAug order: each scale unflipped, then flipped in each direction
+    flips = [{"type": "RandomFlip", "prob": 0.0}]
+    if tta["flip"]:
+        flips += [{"type": "RandomFlip", "prob": 1.0, "direction": d} for d in tta["flip_direction"]]
     if tta["scales"] is not None:
         resizes = [{"type": "Resize", "scale": tuple(s), "keep_ratio": True} for s in tta["scales"]]
     else:

@@ -15,7 +15,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mmdet2_support import PYTORCH_NORM, assert_same_detections, child_config, predict_2x, predict_3x, seeded_image
+from mmdet2_support import (
+    CAFFE_NORM,
+    PYTORCH_NORM,
+    assert_same_detections,
+    child_config,
+    predict_2x,
+    predict_3x,
+    seeded_image,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -68,3 +76,83 @@ def test_htc_masks_are_the_mean_of_every_stage_as_in_2x(official: str, mmdet2_py
     actual, load = predict_3x(config, image, tmp_path / "2x" / "state_dict.pth", tmp_path / "3x")
     assert load["renamed"] == {}, load
     assert_same_detections(expected, actual, atol=1e-3, score_atol=1e-5)
+
+
+# 2.x configs tested with test-time augmentation: two scales, each unflipped and flipped.
+# (official config, its normalisation, Pad divisor, score-threshold override)
+_TTA_CASES = {
+    "retinanet": (
+        "retinanet/retinanet_r50_fpn_1x_coco.py",
+        PYTORCH_NORM,
+        32,
+        "model = dict(test_cfg=dict(score_thr=0.0))",
+    ),
+    "fcos": (
+        "fcos/fcos_r50_caffe_fpn_gn-head_1x_coco.py",
+        CAFFE_NORM,
+        32,
+        "model = dict(test_cfg=dict(score_thr=0.0))",
+    ),
+    "faster_rcnn": (
+        "faster_rcnn/faster_rcnn_r50_fpn_1x_coco.py",
+        PYTORCH_NORM,
+        32,
+        "model = dict(test_cfg=dict(rcnn=dict(score_thr=0.0)))",
+    ),
+    "mask_rcnn": (
+        "mask_rcnn/mask_rcnn_r50_fpn_1x_coco.py",
+        PYTORCH_NORM,
+        32,
+        "model = dict(test_cfg=dict(rcnn=dict(score_thr=0.0)))",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_TTA_CASES))
+def test_multi_scale_flip_test_merges_as_2x_aug_test_under_tta(case: str, mmdet2_python: Path, tmp_path: Path) -> None:
+    """A 2.x MultiScaleFlipAug with two scales and flip: 2.x's aug_test merged before NMS; under
+    ``--tta`` the converted config's DetTTAModel2x gives the same detections (and masks)."""
+    official, norm, pad, overrides = _TTA_CASES[case]
+    config = child_config(
+        tmp_path / f"{case}.py", CONFIGS / official, overrides, norm, pad, scales=[(384, 256), (576, 384)], flip=True
+    )
+    image = tmp_path / "image.npy"
+    np.save(image, seeded_image(3))
+    expected = predict_2x(mmdet2_python, config, image, tmp_path / "2x")
+    assert len(expected["scores"]) > 0, sorted(expected)
+    weights = tmp_path / "2x" / "state_dict.pth"
+    actual, _ = predict_3x(config, image, weights, tmp_path / "3x", tta="config")
+    assert_same_detections(expected, actual, atol=1e-3, score_atol=1e-5)
+    if case == "faster_rcnn":
+        # 3.x's own DetTTAModel on the same model and augmentations: other detections
+        other, _ = predict_3x(config, image, weights, tmp_path / "3x-stock", tta="DetTTAModel")
+        with pytest.raises(AssertionError):
+            assert_same_detections(expected, other, atol=1e-3, score_atol=1e-5)
+
+
+def test_tta_for_a_detector_whose_2x_aug_test_is_not_reproduced_is_one_clear_error(tmp_path: Path) -> None:
+    config = child_config(
+        tmp_path / "htc.py",
+        CONFIGS / "htc" / "htc_without_semantic_r50_fpn_1x_coco.py",
+        "",
+        PYTORCH_NORM,
+        32,
+        scales=[(384, 256), (576, 384)],
+        flip=True,
+    )
+    image = tmp_path / "image.npy"
+    np.save(image, seeded_image(3))
+    code = f"""
+import mmfix, torch
+from mmdet.apis import init_detector
+model = init_detector({str(config)!r}, device='cpu')
+torch.save(model.state_dict(), {str(tmp_path / "sd.pth")!r})
+"""
+    from conftest import clean_env, run_python
+
+    run_python(code, env=clean_env(), check=True, timeout=300)
+    with pytest.raises(AssertionError) as caught:
+        predict_3x(config, image, tmp_path / "sd.pth", tmp_path / "3x", tta="config")
+    message = str(caught.value)
+    assert "TTANotReproducedError" in message, message[-3000:]
+    assert "HybridTaskCascade" in message and "tta_model.type=DetTTAModel" in message, message[-3000:]

@@ -196,6 +196,26 @@ def test_test_time_augmentation_becomes_the_tta_pipeline_with_its_flip_direction
     assert out["test_dataloader"]["dataset"]["pipeline"][1]["scale"] == (2048, 512) and "tta_model" not in out
 
 
+def test_a_difference_of_the_current_code_is_said_once_as_a_warning_when_the_config_loads(tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import clean_env
+
+    cfg = ade()
+    cfg["data"]["test"]["pipeline"][1].update(img_ratios=[0.5, 1.0, 1.5], flip=True)
+    config = tmp_path / "tta_0x.py"
+    config.write_text("".join(f"{key} = {value!r}\n" for key, value in cfg.items()))
+    code = "import mmfix; from mmengine.config import Config; Config.fromfile(__import__('sys').argv[1])"
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(config)], env=clean_env(), capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    # once per pipeline that had it (val and test share one here), not once per look at the config
+    assert proc.stderr.count("data.test.pipeline: 0.x tested with test-time augmentation") == 1, proc.stderr[-2000:]
+    assert " - mmfix - WARNING - " in proc.stderr
+
+
 def test_a_mosaic_wrappers_inner_set_is_not_packed_before_the_wrapper():
     cfg = ade()
     inner = dict(cfg["data"]["train"], pipeline=[{"type": "LoadImageFromFile"}, {"type": "LoadAnnotations"}])
