@@ -187,6 +187,29 @@ def test_test_py_on_a_2x_config_with_a_checkpoint_missing_keys_stops_with_one_er
     assert "coco/bbox_mAP" in out
 
 
+def test_test_py_tta_on_a_2x_multi_scale_flip_config_with_a_2x_checkpoint(mmdet_dir, coco, tmp_path) -> None:
+    """Issue 36: ``tools/test.py CFG CKPT --tta`` on a 2.x config tested at two scales with flip and
+    a checkpoint saved by 2.x: the converted tta_model (DetTTAModel2x) wraps the model, the 2.x
+    checkpoint loads strictly into it, and the test set is evaluated."""
+    tta = """
+data['test']['pipeline'] = [
+    dict(type='LoadImageFromFile'),
+    dict(type='MultiScaleFlipAug', img_scale=[(64, 64), (96, 96)], flip=True,
+         transforms=[dict(type='Resize', keep_ratio=True), dict(type='RandomFlip'),
+                     dict(type='Normalize', **img_norm_cfg), dict(type='Pad', size_divisor=32),
+                     dict(type='ImageToTensor', keys=['img']), dict(type='Collect', keys=['img'])])]
+"""
+    config = user_config_2x(tmp_path / "faster_rcnn_tta_2x.py", coco, extra=tta)
+    checkpoint = _checkpoint_of(config, tmp_path / "ckpt2x.pth", drop=None, meta_version="2.28.2")
+    code, out = _mmfix_run(_tool(mmdet_dir, "test.py"), config, checkpoint, "--tta", "--work-dir", tmp_path / "w")
+    assert code == 0, out[-3000:]
+    assert "coco/bbox_mAP" in out and "Traceback" not in out, out[-3000:]
+    # the model test.py ran: DetTTAModel2x around the detector (the dumped config, before tta_model)
+    dumped = (tmp_path / "w").joinpath(config.stem + ".py").read_text()
+    assert dumped.startswith("model = dict(\n    module=dict(") or "\nmodel = dict(\n    module=dict(" in dumped
+    assert dumped.index("type='DetTTAModel2x'") < dumped.index("tta_model = dict(")
+
+
 def test_load_from_a_2x_saved_checkpoint_into_a_3x_config_is_strict_but_fine_tuning_shapes_are_not(
     mmdet_dir, coco, tmp_path
 ) -> None:
