@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,12 @@ def _run_2x(args: argparse.Namespace) -> dict[str, Any]:
     torch.manual_seed(args.seed)
     model = build_detector(cfg.model, test_cfg=cfg.get("test_cfg"))
     model.init_weights()
+    for rule in args.scale_params:  # PATTERN=FACTOR: a seeded model kept out of a chaotic regime
+        pattern, factor = rule.rsplit("=", 1)
+        with torch.no_grad():
+            for name, param in model.named_parameters():
+                if re.search(pattern, name):
+                    param.mul_(float(factor))
     model.cfg = cfg
     model.eval()
     torch.save(model.state_dict(), Path(args.out) / "state_dict.pth")
@@ -150,6 +157,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("image")
     parser.add_argument("out")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--scale-params", action="append", default=[], help="2x: PATTERN=FACTOR after init")
     parser.add_argument("--weights")
     parser.add_argument("--load", choices=("upgrade", "mmengine"), default="upgrade")
     parser.add_argument("--tta", help='3x: predict as `--tta` does, with tta_model ("config") or this type')
