@@ -11,6 +11,7 @@ Mask Scoring R-CNN each mask's own score). Each config is a small child of the o
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -28,22 +29,24 @@ from mmdet2_support import (
 pytestmark = pytest.mark.slow
 
 CONFIGS = Path(__file__).resolve().parents[1] / "data" / "mmdet2_configs"
+_RCNN_SCORE_0 = "model = dict(test_cfg=dict(rcnn=dict(score_thr=0.0)))"
+
+
+def _on_2x(mmdet2_python: Path, tmp_path: Path, relative: str, overrides: str = _RCNN_SCORE_0, **test: Any):
+    """A user's child config of the official ``relative`` (small test scale, ``test`` options of
+    child_config), the seeded image, and 2.28.2's prediction: (config, image, expected)."""
+    test = {"norm": PYTORCH_NORM, "pad": 32, **test}
+    config = child_config(tmp_path / "config.py", CONFIGS / relative, overrides, **test)
+    image = tmp_path / "image.npy"
+    np.save(image, seeded_image(3))
+    return config, image, predict_2x(mmdet2_python, config, image, tmp_path / "2x")
 
 
 def test_mask_scoring_rcnn_keeps_2x_box_scores_and_scores_masks_as_2x(mmdet2_python: Path, tmp_path: Path) -> None:
     """3.3.0's MaskIoUHead writes score x mask IoU over the detections' scores; 2.x scored only the
     masks by it. The converted config's MaskIoUHead2x keeps 2.x's: boxes with the classification
     score, ``mask_scores`` (what CocoMetric scores segm results by) the product, both equal to 2.x's."""
-    config = child_config(
-        tmp_path / "ms_rcnn.py",
-        CONFIGS / "ms_rcnn" / "ms_rcnn_r50_fpn_1x_coco.py",
-        "model = dict(test_cfg=dict(rcnn=dict(score_thr=0.0)))",
-        PYTORCH_NORM,
-        32,
-    )
-    image = tmp_path / "image.npy"
-    np.save(image, seeded_image(3))
-    expected = predict_2x(mmdet2_python, config, image, tmp_path / "2x")
+    config, image, expected = _on_2x(mmdet2_python, tmp_path, "ms_rcnn/ms_rcnn_r50_fpn_1x_coco.py")
     assert "mask_scores" in expected and len(expected["scores"]) > 0, sorted(expected)
     # the two scores really differ on these weights: a 3.x head that rescored the boxes would fail
     assert (expected["mask_scores"] - expected["scores"]).abs().max() > 1e-3
@@ -62,16 +65,7 @@ def test_htc_masks_are_the_mean_of_every_stage_as_in_2x(official: str, mmdet2_py
     after the loop); 2.x averaged every stage's. The converted config's HybridTaskCascadeRoIHead2x
     keeps 2.x's masks, with and without the semantic branch. (Without it, on these seeded weights:
     99 of the 100 masks of the first case differ, mean IoU 0.03 against 2.x's.)"""
-    config = child_config(
-        tmp_path / "htc.py",
-        CONFIGS / "htc" / official,
-        "model = dict(test_cfg=dict(rcnn=dict(score_thr=0.0)))",
-        PYTORCH_NORM,
-        32,
-    )
-    image = tmp_path / "image.npy"
-    np.save(image, seeded_image(3))
-    expected = predict_2x(mmdet2_python, config, image, tmp_path / "2x")
+    config, image, expected = _on_2x(mmdet2_python, tmp_path, f"htc/{official}")
     assert "masks" in expected and len(expected["scores"]) > 0, sorted(expected)
     actual, load = predict_3x(config, image, tmp_path / "2x" / "state_dict.pth", tmp_path / "3x")
     assert load["renamed"] == {}, load
@@ -113,12 +107,8 @@ def test_multi_scale_flip_test_merges_as_2x_aug_test_under_tta(case: str, mmdet2
     """A 2.x MultiScaleFlipAug with two scales and flip: 2.x's aug_test merged before NMS; under
     ``--tta`` the converted config's DetTTAModel2x gives the same detections (and masks)."""
     official, norm, pad, overrides = _TTA_CASES[case]
-    config = child_config(
-        tmp_path / f"{case}.py", CONFIGS / official, overrides, norm, pad, scales=[(384, 256), (576, 384)], flip=True
-    )
-    image = tmp_path / "image.npy"
-    np.save(image, seeded_image(3))
-    expected = predict_2x(mmdet2_python, config, image, tmp_path / "2x")
+    tta = {"norm": norm, "pad": pad, "scales": [(384, 256), (576, 384)], "flip": True}
+    config, image, expected = _on_2x(mmdet2_python, tmp_path, official, overrides, **tta)
     assert len(expected["scores"]) > 0, sorted(expected)
     weights = tmp_path / "2x" / "state_dict.pth"
     actual, _ = predict_3x(config, image, weights, tmp_path / "3x", tta="config")
