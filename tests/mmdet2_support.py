@@ -9,7 +9,8 @@ tests skip, saying why; CI sets REQUIRE_MMDET2=1, so there they fail instead.
 
 ``predict_2x`` runs a 2.x config's model in that environment (seeded weights, written as a 2.x
 state dict); ``predict_3x`` runs the same config converted by mmfix on MMDetection 3.3.0 with those
-weights; ``assert_same_detections`` compares the two predictions.
+weights; ``assert_same_detections`` compares the two predictions. A test file with several cases
+builds their arguments with ``job_2x``/``job_3x`` and runs each side once with ``run_batch``.
 """
 
 from __future__ import annotations
@@ -191,6 +192,64 @@ def _run(python: Path | str, args: list[str], env: dict[str, str], timeout: floa
         )
 
 
+def _env_2x() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(("MMFIX_", "PYTHONPATH"))}
+
+
+def _env_3x(extra_env: dict[str, str] | None = None) -> dict[str, str]:
+    from conftest import clean_env
+
+    return clean_env(PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), **(extra_env or {}))
+
+
+def job_2x(config: Path, image: Path, out: Path, seed: int = 0, scale_params: tuple[str, ...] = ()) -> list[str]:
+    """The worker's arguments for 2.28.2's prediction (``predict_2x``); creates ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    scaling = [arg for rule in scale_params for arg in ("--scale-params", rule)]
+    return ["2x", str(config), str(image), str(out), "--seed", str(seed), *scaling]
+
+
+def job_3x(
+    config: Path, image: Path, weights: Path | None, out: Path, load: str = "upgrade", tta: str | None = None
+) -> list[str]:
+    """The worker's arguments for mmfix + 3.3.0's prediction (``predict_3x``); creates ``out``.
+    ``load="none"``: the model as built (no weights)."""
+    out.mkdir(parents=True, exist_ok=True)
+    return ["3x", str(config), str(image), str(out), "--weights", str(weights), "--load", load] + (
+        ["--tta", tta] if tta else []
+    )
+
+
+def run_batch(
+    jobs: list[list[str]], python: Path | None = None, extra_env: dict[str, str] | None = None, timeout: float = 1200
+) -> None:
+    """Runs ``jobs`` (all ``job_2x``, in ``python``: the 2.x environment; or all ``job_3x``) in one
+    worker process; each job's result is then read with ``result_of(out)``. One interpreter and one
+    MMDetection import for a whole test file instead of one per case (issue 29)."""
+    sides = {job[0] for job in jobs}
+    assert sides in ({"2x"}, {"3x"}), f"a batch runs one side: {sorted(sides)}"
+    listing = Path(jobs[0][3]).parent / f"jobs-{len(jobs)}-{os.getpid()}.json"
+    listing.write_text(json.dumps(jobs))
+    if sides == {"2x"}:
+        assert python is not None, "2.x jobs run in the 2.x environment: pass its python"
+        _run(python, ["batch", str(listing)], _env_2x(), timeout)
+    else:
+        _run(sys.executable, ["batch", str(listing)], _env_3x(extra_env), timeout)
+
+
+def result_of(out: Path) -> dict[str, Any]:
+    """The prediction a job wrote to ``out`` (raises AssertionError with its traceback if it failed)."""
+    error = out / "error.txt"
+    if error.exists():
+        raise AssertionError(f"the prediction in {out} failed:\n{error.read_text()[-6000:]}")
+    return torch.load(out / "result.pt", weights_only=True)
+
+
+def load_report(out: Path) -> dict[str, Any]:
+    """What a 3.x job's weight loading renamed (``load.json``)."""
+    return json.loads((out / "load.json").read_text())
+
+
 def predict_2x(
     python: Path,
     config: Path,
@@ -202,11 +261,8 @@ def predict_2x(
 ) -> dict[str, Any]:
     """2.28.2's prediction for ``config`` on ``image``; writes ``out/state_dict.pth`` (2.x layout).
     ``scale_params``: ``PATTERN=FACTOR`` rules applied to the seeded weights before anything."""
-    out.mkdir(parents=True, exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MMFIX_", "PYTHONPATH"))}
-    scaling = [arg for rule in scale_params for arg in ("--scale-params", rule)]
-    _run(python, ["2x", str(config), str(image), str(out), "--seed", str(seed), *scaling], env, timeout)
-    return torch.load(out / "result.pt", weights_only=True)
+    _run(python, job_2x(config, image, out, seed, scale_params), _env_2x(), timeout)
+    return result_of(out)
 
 
 def predict_3x(
@@ -220,18 +276,8 @@ def predict_3x(
     tta: str | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """mmfix + MMDetection 3.3.0's prediction for the same 2.x config and weights, and the load report."""
-    from conftest import clean_env
-
-    out.mkdir(parents=True, exist_ok=True)
-    env = clean_env(PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), **(extra_env or {}))
-    _run(
-        sys.executable,
-        ["3x", str(config), str(image), str(out), "--weights", str(weights), "--load", load]
-        + (["--tta", tta] if tta else []),
-        env,
-        timeout,
-    )
-    return torch.load(out / "result.pt", weights_only=True), json.loads((out / "load.json").read_text())
+    _run(sys.executable, job_3x(config, image, weights, out, load, tta), _env_3x(extra_env), timeout)
+    return result_of(out), load_report(out)
 
 
 def assert_same_detections(

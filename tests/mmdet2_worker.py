@@ -12,7 +12,14 @@
         config's ``tta_model`` (its type replaced by TYPE) and ``tta_pipeline``.
         MODE ``upgrade``: ``mmfix._configs._layouts2x.upgrade`` then ``load_state_dict(strict=True)``
         (the rename table itself); ``mmengine``: MMEngine's ``load_checkpoint`` (the path users
-        take, with mmfix's loader patch); OUT_DIR/load.json says which keys were renamed.
+        take, with mmfix's loader patch); ``none``: the model as built, no weights.
+        OUT_DIR/load.json says which keys were renamed.
+
+    python tests/mmdet2_worker.py batch JOBS.json
+        runs each job of JOBS.json (a list of argument lists, one side throughout) in this one
+        process, one after the other: a test file pays one interpreter start and one import of
+        each MMDetection for all its cases (issue 29). A job that fails writes its traceback to
+        OUT_DIR/error.txt and the next job runs.
 
 Both sides write the same plain format (tensors in dicts, loadable with ``weights_only``):
 ``{"bboxes": N×4, "scores": N, "labels": N, "masks": N×H×W bool (if any), "mask_scores": N (Mask
@@ -107,7 +114,7 @@ def _run_3x(args: argparse.Namespace) -> dict[str, Any]:
         done = upgrade(state_dict, model.state_dict().keys())
         report["renamed"] = {layout.name: n for layout, n in done.applied}
         model.load_state_dict(done.state_dict, strict=True)
-    else:
+    elif args.load == "mmengine":
         load_checkpoint(model, args.weights, map_location="cpu")
     (Path(args.out) / "load.json").write_text(json.dumps(report))
     image = np.load(args.image)
@@ -150,7 +157,22 @@ def _normalise_3x(sample: Any) -> dict[str, Any]:
     return out
 
 
+def _batch(jobs_file: str) -> int:
+    import traceback
+
+    for job in json.loads(Path(jobs_file).read_text()):
+        out = Path(job[3])
+        (out / "error.txt").unlink(missing_ok=True)
+        try:
+            main(job)
+        except BaseException:  # the job's failure is its test's to report
+            (out / "error.txt").write_text(traceback.format_exc())
+    return 0
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["batch"]:
+        return _batch(argv[1])
     parser = argparse.ArgumentParser()
     parser.add_argument("side", choices=("2x", "3x"))
     parser.add_argument("config")
@@ -159,7 +181,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--scale-params", action="append", default=[], help="2x: PATTERN=FACTOR after init")
     parser.add_argument("--weights")
-    parser.add_argument("--load", choices=("upgrade", "mmengine"), default="upgrade")
+    parser.add_argument("--load", choices=("upgrade", "mmengine", "none"), default="upgrade")
     parser.add_argument("--tta", help='3x: predict as `--tta` does, with tta_model ("config") or this type')
     args = parser.parse_args(argv)
     result = _run_2x(args) if args.side == "2x" else _run_3x(args)

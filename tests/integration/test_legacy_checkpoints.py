@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from conftest import clean_env, run
-from mmdet2_support import assert_same_detections, predict_2x, predict_3x, seeded_image
+from mmdet2_support import assert_same_detections, job_3x, load_report, predict_2x, result_of, run_batch, seeded_image
 from mmdet_support import require_mmdet, user_config_2x, user_config_3x, write_coco
 
 pytestmark = pytest.mark.slow  # real MMDetection 2.28.2 and 3.3.0
@@ -31,18 +31,21 @@ def mmdet_dir() -> Path:
 
 @pytest.fixture(scope="module")
 def yolact(mmdet2_python: Path, mmdet_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """A user's 2.x YOLACT config (every detection kept), 2.28.2's state dict of it and its prediction."""
+    """A user's 2.x YOLACT config (every detection kept), 2.28.2's state dict of it and its
+    prediction; 3.3.0's with mmfix (both load paths: ``upgrade/``, ``mmengine/``, one process)."""
     root = tmp_path_factory.mktemp("yolact")
     config = root / "yolact_user_2x.py"
     config.write_text(f"_base_ = '{YOLACT_2X}'\nmodel = dict(test_cfg=dict(score_thr=0.0, max_per_img=50))\n")
     image = root / "image.npy"
     np.save(image, seeded_image(0))
     result = predict_2x(mmdet2_python, config, image, root / "2x")
+    weights = root / "2x" / "state_dict.pth"
+    run_batch([job_3x(config, image, weights, root / load, load) for load in ("upgrade", "mmengine")])
     return {"root": root, "config": config, "image": image, "weights": root / "2x" / "state_dict.pth", "result": result}
 
 
 def test_real_2x_yolact_state_dict_predicts_as_in_2x_after_the_rename_table(yolact) -> None:
-    result, report = predict_3x(yolact["config"], yolact["image"], yolact["weights"], yolact["root"] / "upgrade")
+    result, report = result_of(yolact["root"] / "upgrade"), load_report(yolact["root"] / "upgrade")
     # upgrade() then load_state_dict(strict=True): every key found its place
     assert report["renamed"] == {"YOLACT (MMDetection 2.x)": 2}
     assert len(yolact["result"]["scores"]) == 50
@@ -50,9 +53,7 @@ def test_real_2x_yolact_state_dict_predicts_as_in_2x_after_the_rename_table(yola
 
 
 def test_mmengine_load_checkpoint_renames_a_2x_yolact_in_memory(yolact) -> None:
-    result, _ = predict_3x(
-        yolact["config"], yolact["image"], yolact["weights"], yolact["root"] / "mmengine", load="mmengine"
-    )
+    result = result_of(yolact["root"] / "mmengine")
     assert_same_detections(yolact["result"], result)
     # The semantic branch (training only, so predictions cannot show it): loaded with mmfix,
     # left at random without its patch -- stock 3.3.0 on a 2.x YOLACT checkpoint.

@@ -9,6 +9,7 @@ unexpected key fails), and the 3.x model must give the same detections.
 Each case is a small child config of the official file (copied unchanged in tests/data): only
 the test scale is smaller (CPU time), and the score threshold of the anchor heads is 0, as their
 seeded random weights score every anchor near their prior, below the official threshold.
+All cases predict in one 2.x process and one 3.x process (the ``predictions`` fixture).
 """
 
 from __future__ import annotations
@@ -24,8 +25,11 @@ from mmdet2_support import (
     PYTORCH_NORM,
     assert_same_detections,
     child_config,
-    predict_2x,
-    predict_3x,
+    job_2x,
+    job_3x,
+    load_report,
+    result_of,
+    run_batch,
     seeded_image,
 )
 
@@ -87,43 +91,61 @@ CASES = {
 }
 
 
-def _child_config(tmp_path: Path, case: str) -> Path:
-    official, norm, pad, overrides, _ = CASES[case]
-    return child_config(tmp_path / f"{case}.py", CONFIGS / official, overrides, norm, pad)
-
-
 #: also loaded through MMEngine's load_checkpoint (the family with the most renamed keys: one more
-#: 3.x process, not one per family)
+#: 3.x prediction, not one per family)
 _USER_LOAD_PATH = {"deformable_detr_twostage_refine"}
 
 
-def _official_3x_ssd_predicts_as_2x_and_fails_as_stock_without_the_patch(
-    expected: dict, image: Path, tmp_path: Path
-) -> None:
+@pytest.fixture(scope="module")
+def predictions(mmdet2_python: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Every case's folder: ``2x/`` (2.28.2's prediction and state dict), ``3x/`` (3.3.0's with
+    mmfix, through ``upgrade``), ``3x-mmengine/`` (``_USER_LOAD_PATH``); for ``ssd`` also
+    ``3x-official/`` and ``3x-patch-off/`` (3.3.0's own SSD config: issue 36)."""
+    import mmdet
+
+    root = tmp_path_factory.mktemp("families")
+    image = root / "image.npy"
+    np.save(image, seeded_image(3))
+    jobs_2x, jobs_3x, folders = [], [], {}
+    for case, (official, norm, pad, overrides, _) in CASES.items():
+        folder = folders[case] = root / case
+        folder.mkdir()
+        config = child_config(folder / f"{case}.py", CONFIGS / official, overrides, norm, pad)
+        weights = folder / "2x" / "state_dict.pth"
+        jobs_2x.append(job_2x(config, image, folder / "2x"))
+        jobs_3x.append(job_3x(config, image, weights, folder / "3x"))
+        if case in _USER_LOAD_PATH:  # the path users take: MMEngine's load_checkpoint on the 2.x file
+            jobs_3x.append(job_3x(config, image, weights, folder / "3x-mmengine", "mmengine"))
+    # 3.3.0's own ssd/ssd300_coco.py, given the weights of the same model built by real 2.28.2
+    official_3x = Path(mmdet.__file__).parent / ".mim" / "configs" / "ssd" / "ssd300_coco.py"
+    ssd_3x = root / "ssd300_3x.py"
+    ssd_3x.write_text(f"_base_ = [{str(official_3x)!r}]\nmodel = dict(test_cfg=dict(score_thr=0.0))\n")
+    ssd_weights = folders["ssd"] / "2x" / "state_dict.pth"
+    jobs_3x.append(job_3x(ssd_3x, image, ssd_weights, folders["ssd"] / "3x-official"))
+    run_batch(jobs_2x, python=mmdet2_python)
+    run_batch(jobs_3x)
+    patch_off = job_3x(ssd_3x, image, ssd_weights, folders["ssd"] / "3x-patch-off")
+    run_batch([patch_off], extra_env={"MMFIX_DISABLED_PATCHES": "ssd_predict"})
+    return folders
+
+
+def test_official_3x_ssd_predicts_as_2x_and_fails_as_stock_without_the_patch(predictions: dict[str, Path]) -> None:
     """Issue 36: stock 3.3.0 cannot predict with its own ``ssd/ssd300_coco.py`` (AttributeError:
     'SSDHead' object has no attribute 'loss_cls'). With the ``ssd_predict`` patch, that 3.x config's
     model, given the weights of the same model built by real 2.28.2 (SSD's keys kept their names),
     predicts what 2.x predicts; with the patch switched off, stock's error, unchanged."""
-    import mmdet
-
-    official_3x = Path(mmdet.__file__).parent / ".mim" / "configs" / "ssd" / "ssd300_coco.py"
-    config = tmp_path / "ssd300_3x.py"
-    config.write_text(f"_base_ = [{str(official_3x)!r}]\nmodel = dict(test_cfg=dict(score_thr=0.0))\n")
-    weights = tmp_path / "2x" / "state_dict.pth"
-    actual, load = predict_3x(config, image, weights, tmp_path / "3x-official")
-    assert load["renamed"] == {}, load
-    assert_same_detections(expected, actual, atol=1e-3, score_atol=1e-5)
+    folder = predictions["ssd"]
+    expected = result_of(folder / "2x")
+    assert load_report(folder / "3x-official")["renamed"] == {}
+    assert_same_detections(expected, result_of(folder / "3x-official"), atol=1e-3, score_atol=1e-5)
     with pytest.raises(AssertionError, match="'SSDHead' object has no attribute 'loss_cls'"):
-        predict_3x(config, image, weights, tmp_path / "off", extra_env={"MMFIX_DISABLED_PATCHES": "ssd_predict"})
+        result_of(folder / "3x-patch-off")
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_2x_weights_load_strictly_and_predict_as_in_2x(case: str, mmdet2_python: Path, tmp_path: Path) -> None:
-    config = _child_config(tmp_path, case)
-    image = tmp_path / "image.npy"
-    np.save(image, seeded_image(3))
-    expected = predict_2x(mmdet2_python, config, image, tmp_path / "2x")
-    actual, load = predict_3x(config, image, tmp_path / "2x" / "state_dict.pth", tmp_path / "3x")
+def test_2x_weights_load_strictly_and_predict_as_in_2x(case: str, predictions: dict[str, Path]) -> None:
+    folder = predictions[case]
+    expected, actual, load = result_of(folder / "2x"), result_of(folder / "3x"), load_report(folder / "3x")
     layout = CASES[case][4]
     # The family's own rename table applied (or none was needed: the heads kept their 2.x names).
     assert load["renamed"] == ({layout: load["renamed"].get(layout)} if layout else {}), load
@@ -131,12 +153,8 @@ def test_2x_weights_load_strictly_and_predict_as_in_2x(case: str, mmdet2_python:
         assert load["renamed"][layout] > 100, load  # the transformer's keys, not a stray one
     assert len(expected["scores"]) > 0, "no 2.x detections to compare"
     assert_same_detections(expected, actual, atol=1e-3, score_atol=1e-5)
-    if case == "ssd":
-        _official_3x_ssd_predicts_as_2x_and_fails_as_stock_without_the_patch(expected, image, tmp_path)
     if case in _USER_LOAD_PATH:
-        # The path users take: MMEngine's load_checkpoint on the 2.x file (mmfix's loader patch).
-        loaded, _ = predict_3x(config, image, tmp_path / "2x" / "state_dict.pth", tmp_path / "3x-mmengine", "mmengine")
-        assert_same_detections(expected, loaded, atol=1e-3, score_atol=1e-5)
+        assert_same_detections(expected, result_of(folder / "3x-mmengine"), atol=1e-3, score_atol=1e-5)
 
 
 def test_the_automatic_path_converts_and_builds_every_official_config_of_the_families():

@@ -178,36 +178,54 @@ PREDICTED = {
 }
 
 
-@pytest.mark.parametrize("family", sorted(PREDICTED))
-def test_2x_state_dict_loads_strictly_and_predicts_what_2x_predicted(mmdet2_python, tmp_path, family):
-    from mmdet2_support import assert_same_detections, predict_2x, predict_3x, seeded_image
-
-    relative, layout, instance_on = PREDICTED[family]
-    config = tmp_path / "config.py"
-    # The official test pipeline with a small test scale (CPU time): the same user config on both sides.
+@pytest.fixture(scope="module")
+def predictions(mmdet2_python, tmp_path_factory):
+    """Each family's folder: ``2x/`` (2.28.2's prediction and state dict) and ``3x/`` (3.3.0's with
+    mmfix); both families predict in one 2.x process and one 3.x process."""
     from mmengine.config import Config
 
-    stock = getattr(Config.fromfile, "__wrapped__", Config.fromfile)
-    test_pipeline = stock(str(CONFIGS / relative)).to_dict()["data"]["test"]["pipeline"]
-    for step in test_pipeline:
-        if step["type"] == "MultiScaleFlipAug":
-            step["img_scale"] = (256, 192)
-    # 3.3.0's LoadPanopticAnnotations imports panopticapi (installed from git only; not in the test
-    # environment) when it is constructed, and init_detector constructs the test set's pipeline for
-    # its metainfo. The converted test pipeline loads annotations as the training pipeline does (for
-    # evaluation, never at prediction): a COCO-style training loader here keeps panopticapi out.
-    # Neither side's prediction reads a training pipeline.
-    config.write_text(
-        f"_base_ = {str(CONFIGS / relative)!r}\n"
-        f"model = dict(test_cfg=dict(panoptic_on=True, instance_on={instance_on}, object_mask_thr=0.0, max_per_image=20))\n"
-        "data = dict(\n"
-        "    train=dict(pipeline=[dict(type='LoadImageFromFile'), dict(type='LoadAnnotations', with_bbox=True, with_mask=True)]),\n"
-        f"    test=dict(pipeline={test_pipeline!r}))\n"
-    )
-    image = tmp_path / "image.npy"
+    from mmdet2_support import job_2x, job_3x, run_batch, seeded_image
+
+    root = tmp_path_factory.mktemp("maskformer")
+    image = root / "image.npy"
     np.save(image, seeded_image(3, 96, 128))
-    expected = predict_2x(mmdet2_python, config, image, tmp_path / "2x")
-    actual, load = predict_3x(config, image, tmp_path / "2x" / "state_dict.pth", tmp_path / "3x")
+    jobs_2x, jobs_3x, folders = [], [], {}
+    for family, (relative, _, instance_on) in PREDICTED.items():
+        folder = folders[family] = root / family
+        folder.mkdir()
+        config = folder / "config.py"
+        # The official test pipeline with a small test scale (CPU time): the same user config on both sides.
+        stock = getattr(Config.fromfile, "__wrapped__", Config.fromfile)
+        test_pipeline = stock(str(CONFIGS / relative)).to_dict()["data"]["test"]["pipeline"]
+        for step in test_pipeline:
+            if step["type"] == "MultiScaleFlipAug":
+                step["img_scale"] = (256, 192)
+        # 3.3.0's LoadPanopticAnnotations imports panopticapi (installed from git only; not in the test
+        # environment) when it is constructed, and init_detector constructs the test set's pipeline for
+        # its metainfo. The converted test pipeline loads annotations as the training pipeline does (for
+        # evaluation, never at prediction): a COCO-style training loader here keeps panopticapi out.
+        # Neither side's prediction reads a training pipeline.
+        config.write_text(
+            f"_base_ = {str(CONFIGS / relative)!r}\n"
+            f"model = dict(test_cfg=dict(panoptic_on=True, instance_on={instance_on}, object_mask_thr=0.0, max_per_image=20))\n"
+            "data = dict(\n"
+            "    train=dict(pipeline=[dict(type='LoadImageFromFile'), dict(type='LoadAnnotations', with_bbox=True, with_mask=True)]),\n"
+            f"    test=dict(pipeline={test_pipeline!r}))\n"
+        )
+        jobs_2x.append(job_2x(config, image, folder / "2x"))
+        jobs_3x.append(job_3x(config, image, folder / "2x" / "state_dict.pth", folder / "3x"))
+    run_batch(jobs_2x, python=mmdet2_python)
+    run_batch(jobs_3x)
+    return folders
+
+
+@pytest.mark.parametrize("family", sorted(PREDICTED))
+def test_2x_state_dict_loads_strictly_and_predicts_what_2x_predicted(predictions, family):
+    from mmdet2_support import assert_same_detections, load_report, result_of
+
+    folder = predictions[family]
+    expected, actual, load = result_of(folder / "2x"), result_of(folder / "3x"), load_report(folder / "3x")
+    layout = PREDICTED[family][1]
     # Only this family's layout applied (the two families' 2.x decoder keys look alike), and the
     # strict load in the worker left no key missing or unexpected.
     assert list(load["renamed"]) == [layout] and load["renamed"][layout] > 0
