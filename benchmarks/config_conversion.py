@@ -69,7 +69,9 @@ def index(configs: str, root: str, pattern: str = "metafile.yml") -> dict[str, s
     import yaml
 
     by_url: dict[str, str] = {}
-    for meta in glob.glob(os.path.join(configs, "*", pattern)):
+    # one folder deep (MMDetection's, MMSegmentation's, MMPretrain's model folders) or deeper (MMPose's
+    # body/2d_kpt_sview_rgb_img/topdown_heatmap/coco/)
+    for meta in glob.glob(os.path.join(configs, "*", "**", pattern), recursive=True):
         with open(meta) as fh:
             data = yaml.safe_load(fh) or {}
         models = data.get("Models", []) if isinstance(data, dict) else []

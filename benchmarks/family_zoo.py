@@ -1,9 +1,11 @@
 """Every official 0.x config of an OpenMMLab toolbox through mmfix, on the toolbox's current release.
 
-    python benchmarks/family_zoo.py mmseg CONFIGS [--python0x PY] [--only FOLDER …] [--out results.json]
+    python benchmarks/family_zoo.py {mmseg,mmpretrain,mmpose} CONFIGS [--python0x PY] [--only FOLDER …] [--out results.json]
 
 CONFIGS: the 0.x toolbox's configs (``<site-packages>/mmseg/.mim/configs`` of MMSegmentation
-0.30.0, e.g. in the 0.x test environment of tests/family0x_support.py). For every config outside
+0.30.0, MMClassification 0.25.0's, MMPose 0.29.0's, e.g. in the 0.x test environment of
+tests/family0x_support.py). MMPose 1.x needs numpy 1 (its xtcocotools wheel): run it in the version
+matrix's ``mmpose`` venv (``bash scripts/matrix.sh mmpose``). For every config outside
 ``_base_/``, with mmfix active (the automatic path, as the current tools load configs):
 
 - **load**: ``Config.fromfile`` converts it;
@@ -59,6 +61,8 @@ TOOLBOXES = {
         "metafile.yml",
         "from mmcls.models import build_classifier as build",
     ),
+    # MMPose 1.x's data sets import xtcocotools (numpy 1: the version matrix's `mmpose` cell's venv)
+    "mmpose": ("mmpose", "mmpose.registry", "*.yml", "*.yml", "from mmpose.models import build_posenet as build"),
 }
 #: The sections compared (MMDetection's, but auto_scale_lr: the family's 0.x configs had none).
 SECTIONS = tuple(name for name in cc.SECTIONS if name != "auto_scale_lr")
@@ -175,7 +179,12 @@ def accepted(cfg: Any, registry: Any, work_dir: str) -> Any:
     for name in ("val_evaluator", "test_evaluator"):
         metrics = cfg.get(name)
         for metric in metrics if isinstance(metrics, (list, tuple)) else [metrics] if metrics else []:
-            registry.METRICS.build(copy.deepcopy(metric))  # MMEngine's Evaluator takes one metric or a list
+            try:
+                registry.METRICS.build(copy.deepcopy(metric))  # MMEngine's Evaluator takes one metric or a list
+            except FileNotFoundError:
+                # MMPose's CocoMetric reads its ann_file when built: the arguments were accepted
+                if os.path.exists(str(metric.get("ann_file") or "/nonexistent")):
+                    raise
     wrapper = copy.deepcopy(cfg.optim_wrapper)
     if wrapper.get("type") == "AmpOptimWrapper" and not torch.cuda.is_available():
         # AmpOptimWrapper refuses a CPU-only machine: its own arguments are checked, the rest built as

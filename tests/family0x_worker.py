@@ -164,6 +164,8 @@ def _pose(job: dict) -> None:
         final = getattr(head, "final_layer", None)
         if final is None and hasattr(head, "multi_final_layers"):  # the last stage predicts (CPM's is
             final = head.multi_final_layers[-1]  # an identity: its backbone's last stage gives the heatmaps)
+        if final is None and hasattr(head, "predict_layers"):  # MSPN's and RSN's: the last unit predicts
+            final = head.predict_layers[-1].conv_layers[-1]  # (its last convolution and batch norm)
         if final is not None:
             for name, tensor in final.named_parameters():
                 tensor.copy_(torch.randn(tensor.shape, generator=generator) * (0.1 if name.endswith("bias") else 0.2))
@@ -249,7 +251,44 @@ def _pose_decode(job: dict) -> None:
         heatmaps.copy(), center, scale, kernel=job["kernel"], use_udp=True, target_type="GaussianHeatmap"
     )
     out["udp"], out["udp_scores"] = preds, maxvals[..., 0]
+    # Megvii's (MSPN, RSN): blurred by its own kernel, a quarter pixel plus half a pixel, scores / 255 + 0.5
+    preds, maxvals = keypoints_from_heatmaps(
+        heatmaps.copy(), center, scale, post_process="megvii", kernel=job["megvii_kernel"]
+    )
+    out["megvii"], out["megvii_scores"] = preds, maxvals[..., 0]
     np.savez(job["out"], **out)
+
+
+def _pose_target(job: dict) -> None:
+    """0.29's ``TopDownGenerateTarget(**job["target"])`` on each case of ``job["cases"]`` (keypoints
+    in the input image, their visibility): the targets (one per kernel or sigma where it took a
+    list) and target weights."""
+    from mmpose.datasets.pipelines import TopDownGenerateTarget
+
+    generate = TopDownGenerateTarget(
+        **{k: [tuple(v) for v in vs] if k == "kernel" else vs for k, vs in job["target"].items()}
+    )
+    targets, weights = [], []
+    for case in job["cases"]:
+        joints = np.zeros((len(case["keypoints"]), 3), np.float32)
+        joints[:, :2] = case["keypoints"]
+        visible = np.zeros_like(joints)
+        visible[:, :2] = np.asarray(case["visible"], np.float32)[:, None]
+        results = {
+            "joints_3d": joints,
+            "joints_3d_visible": visible,
+            "ann_info": {
+                "num_joints": len(joints),
+                "image_size": np.asarray(job["image_size"]),
+                "heatmap_size": np.asarray(job["heatmap_size"]),
+                "joint_weights": np.ones((len(joints), 1), np.float32),
+                "use_different_joint_weights": False,
+            },
+        }
+        results = generate(results)
+        targets.append(results["target"])
+        weights.append(results["target_weight"])
+    np.savez(job["out"], target=np.asarray(targets), target_weight=np.asarray(weights))
 
 
 def _pose_evaluate(job: dict) -> None:
@@ -347,6 +386,7 @@ def main() -> int:
             "mmpose-decode": _pose_decode,
             "mmpose-evaluate": _pose_evaluate,
             "mmpose-loss": _pose_loss,
+            "mmpose-target": _pose_target,
         }[job["toolbox"]](job)
     return 0
 

@@ -87,7 +87,7 @@ DETECTED_BOX_DATASETS = frozenset(
 )
 #: test data sets whose 0.x metric normalises by the annotation, which the 1.x class drops: mmfix's
 #: copy keeps it (mmfix/_legacy_models/mmpose.py)
-RAW_ANNOTATION_DATASETS = ("TopDownJhmdbDataset", "FaceAFLWDataset")
+RAW_ANNOTATION_DATASETS = ("TopDownJhmdbDataset", "FaceAFLWDataset", "TopDownMpiiTrbDataset")
 #: dataset arguments a 1.x class takes as 0.x's did (same name, same meaning)
 KEPT_DATASET_ARGS: dict[str, tuple[str, ...]] = {"DeepFashionDataset": ("subset",)}
 #: 0.x heatmap heads -> 1.x's (whose own load hook renames a 0.x head's weights), with 0.x's default
@@ -101,7 +101,17 @@ HEATMAP_HEADS: dict[str, tuple[str, tuple[int, ...]]] = {
 }
 #: 0.x heatmap losses -> 1.x's, where 1.x computes the same (same arguments, outputs, targets and
 #: weights: tests/integration/test_family_0x_mmpose.py)
-LOSSES = {"JointsMSELoss": "KeypointMSELoss", "AdaptiveWingLoss": "AdaptiveWingLoss"}
+LOSSES = {
+    "JointsMSELoss": "KeypointMSELoss",
+    "AdaptiveWingLoss": "AdaptiveWingLoss",
+    "JointsOHKMMSELoss": "KeypointOHKMMSELoss",  # MSPN's and RSN's online hard keypoint mining
+}
+#: MSPN's and RSN's multi-stage multi-unit head -> 1.x's (the same module names: predict_layers);
+#: its arguments, kept as they were (0.x's defaults are 1.x's)
+MSMU_HEADS = {"TopdownHeatmapMSMUHead": "MSPNHead"}
+MSMU_HEAD_ARGS = ("out_shape", "unit_channels", "out_channels", "num_stages", "num_units", "use_prm", "norm_cfg")
+#: 0.x's TopDown test_cfg default for the blur of Megvii's and DARK's decodings
+MODULATE_KERNEL_0X = 11
 #: 0.x regression heads, by ``out_sigma`` (RLE's sigmas beside the coordinates) -> 1.x's head, whose
 #: own load hook renames a 0.x head's weights (``loss`` -> ``loss_module``: RLE's flow model)
 REGRESSION_HEADS: dict[tuple[str, bool], str] = {
@@ -147,6 +157,10 @@ class _State:
         self.heatmap_size: tuple[int, int] | None = None
         self.data_cfg: dict[str, Any] = {}
         self.kinds: dict[str, str] = {}  # "data.val" -> its (innermost) 0.x dataset type
+        # the pipeline's encoder where it is not the head's decoder (Megvii's: a list, one per level,
+        # and ``levels``, the level of each stage and unit of the head)
+        self.encoders: dict[str, Any] | list[dict[str, Any]] | None = None
+        self.levels: list[int] | None = None
 
 
 def _not_yet(key: str, value: Any, what: str) -> ConfigConversionError:
@@ -200,6 +214,10 @@ def codec(state: _State, test_cfg: dict[str, Any]) -> dict[str, Any]:
         )
     if encoding == "UDP":
         return _udp_codec(state, target, test_cfg)
+    if encoding == "Megvii" and kind == "GaussianHeatmap":
+        return _megvii_codec(state, target, test_cfg)
+    if test_cfg.get("post_process") == "megvii":
+        raise _not_yet("model.test_cfg.post_process", "megvii", f"Megvii's decoding of {encoding}'s encoding")
     if encoding != "MSRA" or kind != "GaussianHeatmap":
         raise _not_yet("TopDownGenerateTarget.encoding", encoding, f"the {encoding} encoding of {kind}")
     unbiased = bool(target.pop("unbiased_encoding", False))
@@ -207,15 +225,18 @@ def codec(state: _State, test_cfg: dict[str, Any]) -> dict[str, Any]:
     if post not in ("default", "unbiased") or (post == "unbiased") != unbiased:
         # 1.x's MSRAHeatmap encodes and decodes with one `unbiased`; 0.x set them apart
         raise _not_yet("model.test_cfg.post_process", post, "decoding other than the encoding's")
+    sigma = target.pop("sigma", 2)
+    if not isinstance(sigma, (int, float)):  # several heatmaps per keypoint
+        raise _not_yet("TopDownGenerateTarget.sigma", sigma, "an encoding of several sigmas")
     out: dict[str, Any] = {
         "type": "MSRAHeatmap",
         "input_size": state.image_size,
         "heatmap_size": state.heatmap_size,
-        "sigma": target.pop("sigma", 2),
+        "sigma": sigma,
     }
     if unbiased:
         out["unbiased"] = True
-        out["blur_kernel_size"] = test_cfg.get("modulate_kernel", 11)
+        out["blur_kernel_size"] = test_cfg.get("modulate_kernel", MODULATE_KERNEL_0X)
     target.pop("kernel", None)  # the Megvii encoding's; MSRA ignores it
     target.pop("target_type", None)
     for key in target:
@@ -244,8 +265,42 @@ def _udp_codec(state: _State, target: dict[str, Any], test_cfg: dict[str, Any]) 
         "input_size": state.image_size,
         "heatmap_size": state.heatmap_size,
         "sigma": sigma,
-        "blur_kernel_size": test_cfg.get("modulate_kernel", 11),
+        "blur_kernel_size": test_cfg.get("modulate_kernel", MODULATE_KERNEL_0X),
     }
+
+
+def _megvii_codec(state: _State, target: dict[str, Any], test_cfg: dict[str, Any]) -> dict[str, Any]:
+    """Megvii's heatmaps (MSPN, RSN): 1.x's ``MegviiHeatmap``, one per kernel 0.x listed (a target
+    per stage and unit: ``state.encoders``, with ``state.levels`` the level of each), decoded as 0.x's
+    ``post_process='megvii'`` did (blurred by ``modulate_kernel``, a quarter pixel towards the
+    higher neighbour plus half a pixel, scores / 255 + 0.5: 1.x's decode, the same steps)."""
+    post = test_cfg.get("post_process", "default")
+    if post != "megvii":
+        raise _not_yet("model.test_cfg.post_process", post, "a decoding of Megvii's encoding other than 'megvii'")
+    kernels = target.pop("kernel", (11, 11))
+    several = isinstance(kernels, list)
+    sizes = []
+    for kernel in kernels if several else [kernels]:
+        if not (isinstance(kernel, (list, tuple)) and len(kernel) == 2 and kernel[0] == kernel[1]):
+            raise _not_yet("TopDownGenerateTarget.kernel", kernel, "a kernel other than a square (k, k)")
+        sizes.append(int(kernel[0]))
+    for key in ("sigma", "unbiased_encoding", "target_type"):
+        target.pop(key, None)  # the MSRA and UDP encodings' arguments; Megvii's ignored them
+    for key in target:
+        raise _not_yet(f"TopDownGenerateTarget.{key}", target[key], f"its argument {key}")
+    sizes_once = list(dict.fromkeys(sizes))  # 1.x: one codec per distinct kernel, in order of first use
+
+    def megvii(kernel_size: int) -> dict[str, Any]:
+        return {
+            "type": "MegviiHeatmap",
+            "input_size": state.image_size,
+            "heatmap_size": state.heatmap_size,
+            "kernel_size": kernel_size,
+        }
+
+    state.encoders = [megvii(k) for k in sizes_once] if several else megvii(sizes[0])
+    state.levels = [sizes_once.index(k) for k in sizes] if several else None
+    return megvii(int(test_cfg.get("modulate_kernel", MODULATE_KERNEL_0X)))
 
 
 def regression_codec(state: _State) -> dict[str, Any]:
@@ -289,7 +344,7 @@ def _transform(t: dict[str, Any], state: _State, out: dict[str, Any], report: Re
         return None
     elif kind == "TopDownGenerateTarget":
         state.target = t
-        return {"type": "GenerateTarget", "encoder": "CODEC"}
+        return {"type": "GenerateTarget", "encoder": "ENCODER"}
     elif kind == "TopDownGenerateTargetRegression":
         for key in t:  # 0.x's class takes no argument
             raise ConfigConversionError(f"{where}: {kind}.{key}", t[key], f"MMPose 0.x's {kind} takes no arguments")
@@ -305,15 +360,25 @@ def _transform(t: dict[str, Any], state: _State, out: dict[str, Any], report: Re
     return new
 
 
-def _fill(node: Any, codec_cfg: dict[str, Any]) -> Any:
+def _fill(node: Any, codec_cfg: dict[str, Any], state: _State) -> Any:
+    """The placeholders the rules left: the codec (the head's decoder), the pipeline's encoder (the
+    codec, or Megvii's one per level: then ``multilevel``), the input size, the head's levels."""
     if node == "CODEC":
         return copy.deepcopy(codec_cfg)
     if node == "CODEC_INPUT_SIZE":
         return codec_cfg["input_size"]
+    if node == "LEVEL_INDICES":
+        return list(state.levels or ())
     if isinstance(node, dict):
-        return {k: _fill(v, codec_cfg) for k, v in node.items()}
+        filled = {k: _fill(v, codec_cfg, state) for k, v in node.items()}
+        if node.get("encoder") == "ENCODER":
+            encoder = state.encoders if state.encoders is not None else codec_cfg
+            filled["encoder"] = copy.deepcopy(encoder)
+            if isinstance(encoder, list):
+                filled["multilevel"] = True
+        return filled
     if isinstance(node, list):
-        return [_fill(v, codec_cfg) for v in node]
+        return [_fill(v, codec_cfg, state) for v in node]
     return node
 
 
@@ -430,6 +495,8 @@ OWN_EVALUATE: dict[tuple[str, tuple[str, ...]], tuple[dict[str, Any], str | None
         None,
         {"PCKh": "PCK", "PCKh@0.1": "PCK@0.1", **{j: f"{j} PCK" for j in ("Head", "Shoulder", "Elbow", "Wrist")}},
     ),
+    # 0.29's own: PCKh at 0.3 of the head box's diagonal, pooled, for the skeleton, the contour and all
+    ("TopDownMpiiTrbDataset", ("PCKh",)): ({"type": "MpiiTrbPCKh0x", "thr": 0.3}, "MpiiTrbPCKh0x", {}),
     ("TopDownJhmdbDataset", ("PCK",)): (
         {"type": "JhmdbPCKAccuracy", "thr": PCK_THR, "norm_item": ["bbox"], "bbox_0x": "jhmdb"},
         "JhmdbPCKAccuracy0x",
@@ -654,6 +721,56 @@ def _heatmap_head(
     return new, neck
 
 
+def _msmu_head(head: dict[str, Any], out: dict[str, Any], report: Report) -> dict[str, Any]:
+    """MSPN's and RSN's head: a heatmap per stage and unit, each with its own loss and target level."""
+    head = dict(head)
+    kind = head.pop("type")
+    new: dict[str, Any] = {"type": MSMU_HEADS[kind]}
+    for key in MSMU_HEAD_ARGS:
+        if key in head:
+            new[key] = head.pop(key)
+    new.setdefault("num_stages", 4)  # 0.x's defaults, written out
+    new.setdefault("num_units", 4)
+    new["level_indices"] = "LEVEL_INDICES"  # the codec's: which target each stage and unit learns
+    loss = head.pop("loss_keypoint", None) or {"type": "JointsMSELoss"}
+    if isinstance(loss, (list, tuple)):  # one per stage and unit (0.x: nn.Sequential; 1.x: a list)
+        if len(loss) != new["num_stages"] * new["num_units"]:
+            raise ConfigConversionError(
+                "model.keypoint_head.loss_keypoint",
+                f"{len(loss)} losses",
+                f"MMPose 0.x's {kind} takes one loss, or one per stage and unit "
+                f"({new['num_stages']} x {new['num_units']}); its training stopped on this too",
+            )
+        new["loss"] = [_heatmap_loss(item, out, report) for item in loss]
+    else:
+        new["loss"] = _heatmap_loss(loss, out, report)
+    _rest_of_head(head, f"model.keypoint_head ({kind})", new, report)
+    return new
+
+
+def _check_levels(head: dict[str, Any], state: _State) -> None:
+    """One target per stage and unit for a multi-stage multi-unit head, one target for the others:
+    what 0.x's heads asserted when training began."""
+    levels = state.levels
+    if head.get("level_indices") == "LEVEL_INDICES":
+        expected = head["num_stages"] * head["num_units"]
+        if levels is None or len(levels) != expected:
+            raise ConfigConversionError(
+                "TopDownGenerateTarget.kernel",
+                (state.target or {}).get("kernel"),
+                f"MMPose 0.x's multi-stage multi-unit head learns one target per stage and unit "
+                f"({head['num_stages']} x {head['num_units']} = {expected}): give TopDownGenerateTarget "
+                "encoding='Megvii' with one kernel for each (0.x's training stopped on this too)",
+            )
+    elif levels is not None:
+        raise ConfigConversionError(
+            "TopDownGenerateTarget.kernel",
+            (state.target or {}).get("kernel"),
+            f"a list of kernels makes one target per kernel, which only a multi-stage multi-unit head "
+            f"(TopdownHeatmapMSMUHead) learns; {head['type']}'s 0.x namesake took one: give one kernel",
+        )
+
+
 def _rest_of_head(head: dict[str, Any], what: str, new: dict[str, Any], report: Report) -> None:
     """The head's decoder is the codec; its own train/test settings are the model's (0.x copied
     them in); any other argument left is one the rules do not convert."""
@@ -735,6 +852,8 @@ def convert_model(src: dict[str, Any], out: dict[str, Any], report: Report, stat
     regression = isinstance(head, dict) and any(kind == head.get("type") for kind, _ in REGRESSION_HEADS)
     if regression:
         new["head"], merging = _regression_head(head, report), None
+    elif isinstance(head, dict) and head.get("type") in MSMU_HEADS:
+        new["head"], merging = _msmu_head(head, out, report), None
     else:
         new["head"], merging = _heatmap_head(head, out, report)
     if "neck" in model:
@@ -778,10 +897,12 @@ def convert_model(src: dict[str, Any], out: dict[str, Any], report: Report, stat
     for key in model:
         raise _not_yet(f"model.{key}", model[key], f"the model argument {key}")
     out["model"] = new
-    out["codec"] = codec_cfg
+    out["codec"] = copy.deepcopy(state.encoders) if state.encoders is not None else codec_cfg
+    if not regression:
+        _check_levels(new["head"], state)
     for key in ("model", "train_dataloader", "val_dataloader", "test_dataloader", "train_pipeline", "val_pipeline"):
         if key in out:
-            out[key] = _fill(out[key], codec_cfg)
+            out[key] = _fill(out[key], codec_cfg, state)
 
 
 # ----------------------------------------------------------------------------- the whole config

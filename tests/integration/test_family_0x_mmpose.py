@@ -2,7 +2,7 @@
 
 For a spread of MMPose 0.29.0's top-down heatmap zoo (ResNet, HRNet, Lite-HRNet and MobileNetV2
 backbones, HRNetV2 whose head merged four feature maps, ViPNAS's grouped deconvolutions, CPM's and
-Hourglass's multi-stage heads) and its
+Hourglass's multi-stage heads, MSPN's and RSN's multi-stage multi-unit ones) and its
 DeepPose regression models (with and without RLE's sigmas, with and without the flip shift; COCO,
 CrowdPose, AI Challenger, COCO-WholeBody, an animal, a face and a hand data set, each with its own
 keypoints and flip pairs; 0.x's default post-processing, DARK's and UDP's), the real MMPose 0.29.0
@@ -60,6 +60,9 @@ CASES = [
     f"body/{TOPDOWN}/coco/hourglass52_coco_256x256.py",
     # UDP: its unbiased warp, Gaussian encoding and DARK-UDP decoding (UDPHeatmap)
     f"body/{TOPDOWN}/coco/hrnet_w32_coco_256x192_udp.py",
+    # MSPN's and RSN's multi-stage multi-unit heads (MSPNHead) and Megvii's decoding
+    f"body/{TOPDOWN}/coco/2xmspn50_coco_256x192.py",
+    f"body/{TOPDOWN}/coco/rsn18_coco_256x192.py",
     f"body/{DEEPPOSE}/coco/res50_coco_256x192.py",
     f"body/{DEEPPOSE}/coco/res50_coco_256x192_rle.py",
     f"body/{DEEPPOSE}/mpii/res50_mpii_256x256_rle.py",
@@ -143,6 +146,8 @@ def _head_1x(config: str) -> str:
         return "RLEHead" if config.endswith("_rle.py") else "RegressionHead"
     if "/cpm_" in config or "/hourglass" in config:
         return "CPMHead"
+    if "mspn" in config or "rsn" in config:
+        return "MSPNHead"
     return "ViPNASHead" if "vipnas" in config else "HeatmapHead"
 
 
@@ -301,15 +306,16 @@ def test_0x_heatmap_decoding_as_mmpose_0x(mmpose_runs: None, mmdet2_python: Path
     1.x's ``MSRAHeatmap`` does not compute on the heatmap's second rows and columns: shown), 1.x's
     unbiased (DARK) decoding, which a converted DARK config keeps, and ``UDPHeatmap0x`` (0.x's
     ``use_udp=True``: DARK's UDP step after a plain blur, where stock 1.x's ``UDPHeatmap`` blurs
-    otherwise: shown)."""
-    from mmpose.codecs import MSRAHeatmap, UDPHeatmap
+    otherwise: shown), and 1.x's ``MegviiHeatmap`` for 0.x's ``post_process='megvii'`` (MSPN, RSN:
+    a converted config's decoder, blurred by its ``modulate_kernel``)."""
+    from mmpose.codecs import MegviiHeatmap, MSRAHeatmap, UDPHeatmap
 
     from mmfix._legacy_models.mmpose import MSRAHeatmap0x, UDPHeatmap0x
 
     height, width = 64, 48
     maps = _heatmaps(np.random.default_rng(7), 24, 17, height, width)
     np.savez(tmp_path / "heatmaps.npz", heatmaps=maps)
-    job = {"toolbox": "mmpose-decode", "heatmaps": str(tmp_path / "heatmaps.npz"), "kernel": 11}
+    job = {"toolbox": "mmpose-decode", "heatmaps": str(tmp_path / "heatmaps.npz"), "kernel": 11, "megvii_kernel": 5}
     job["out"] = str(tmp_path / "decoded0x.npz")
     predict_0x(mmdet2_python, [job], tmp_path)
     reference = np.load(job["out"])
@@ -319,6 +325,7 @@ def test_0x_heatmap_decoding_as_mmpose_0x(mmpose_runs: None, mmdet2_python: Path
         "unbiased": MSRAHeatmap0x(**sizes, unbiased=True, blur_kernel_size=11),
         # mapped to the box as 0.x's transform_preds(use_udp=True): W / (W - 1) of the heatmap's pixels
         "udp": UDPHeatmap0x(**sizes, blur_kernel_size=11),
+        "megvii": MegviiHeatmap(sizes["input_size"], sizes["heatmap_size"], kernel_size=5),
     }
     stock = {"default": MSRAHeatmap(**sizes), "udp": UDPHeatmap(**sizes, blur_kernel_size=11)}
     parted = dict.fromkeys(stock, 0)
@@ -334,12 +341,70 @@ def test_0x_heatmap_decoding_as_mmpose_0x(mmpose_runs: None, mmdet2_python: Path
     assert parted["default"] > 20 and parted["udp"] > 20, parted
 
 
+def test_0x_megvii_targets_as_mmpose_0x(mmpose_runs: None, mmdet2_python: Path, tmp_path: Path) -> None:
+    """MSPN's training targets: 0.29's ``TopDownGenerateTarget(encoding='Megvii')`` with the real
+    2xmspn50 config's eight kernels (one per stage and unit) against the converted config's
+    ``GenerateTarget(multilevel=True)`` (five ``MegviiHeatmap`` levels, each stage and unit reading
+    its level): the same heatmaps and weights for every stage and unit, on seeded keypoints in and
+    out of the input (and invisible ones)."""
+    from mmengine.config import Config
+    from mmpose.datasets.transforms import GenerateTarget
+
+    from mmfix._configs import convert
+
+    config = configs_0x(mmdet2_python, "mmpose") / f"body/{TOPDOWN}/coco/2xmspn50_coco_256x192.py"
+    fromfile = getattr(Config.fromfile, "__wrapped__", Config.fromfile)  # stock: the 0.x dict
+    old = fromfile(str(config)).to_dict()
+    target_0x = next(t for t in old["train_pipeline"] if t["type"] == "TopDownGenerateTarget")
+    out, _ = convert(old, "mmpose")
+    step = next(t for t in out["train_dataloader"]["dataset"]["pipeline"] if t["type"] == "GenerateTarget")
+    levels = out["model"]["head"]["level_indices"]
+    assert len(levels) == len(target_0x["kernel"]) == 8 and len(step["encoder"]) == 5
+    rng = np.random.default_rng(5)
+    cases = [
+        {
+            "keypoints": rng.uniform([-12.0, -12.0], [204.0, 268.0], (17, 2)).round(3).tolist(),
+            "visible": (rng.random(17) < 0.8).astype(int).tolist(),
+        }
+        for _ in range(12)
+    ]
+    job = {
+        "toolbox": "mmpose-target",
+        "target": {k: v for k, v in target_0x.items() if k != "type"},
+        "image_size": old["data_cfg"]["image_size"],
+        "heatmap_size": old["data_cfg"]["heatmap_size"],
+        "cases": cases,
+        "out": str(tmp_path / "targets0x.npz"),
+    }
+    predict_0x(mmdet2_python, [job], tmp_path)
+    reference = np.load(job["out"])
+    generate = GenerateTarget(**{k: v for k, v in step.items() if k != "type"})
+    outside = 0
+    for n, case in enumerate(cases):
+        results = generate(
+            {
+                "keypoints": np.asarray(case["keypoints"], np.float32)[None],
+                "keypoints_visible": np.asarray(case["visible"], np.float32)[None],
+            }
+        )
+        for unit, level in enumerate(levels):  # each stage and unit: its 0.x target, its 1.x level
+            np.testing.assert_allclose(results["heatmaps"][level], reference["target"][n][unit], rtol=1e-5, atol=1e-4)
+            np.testing.assert_array_equal(
+                results["keypoint_weights"][level][0], reference["target_weight"][n][unit][:, 0]
+            )
+        outside += int(((np.asarray(case["visible"]) == 1) & (results["keypoint_weights"][0][0] == 0)).sum())
+    assert outside > 0  # visible keypoints outside the heatmap were among them (weight 0 on both sides)
+
+
 #: 0.29's keypoint losses as its configs write them (and arguments its zoo leaves at defaults)
 LOSSES_0X = [
     ("heatmap", {"type": "JointsMSELoss", "use_target_weight": True}),
     ("heatmap", {"type": "JointsMSELoss", "use_target_weight": False, "loss_weight": 0.5}),
     ("heatmap", {"type": "AdaptiveWingLoss", "use_target_weight": True}),
     ("heatmap", {"type": "AdaptiveWingLoss", "use_target_weight": False, "alpha": 2.5, "theta": 0.4}),
+    # MSPN's and RSN's online hard keypoint mining (the inputs' 5 keypoints: a smaller top-k)
+    ("heatmap", {"type": "JointsOHKMMSELoss", "use_target_weight": True, "topk": 3}),
+    ("heatmap", {"type": "JointsOHKMMSELoss", "use_target_weight": False, "topk": 2, "loss_weight": 0.5}),
     ("regression", {"type": "SmoothL1Loss", "use_target_weight": True}),
     ("regression", {"type": "SmoothL1Loss", "use_target_weight": False, "loss_weight": 2.0}),
     ("regression", {"type": "WingLoss", "use_target_weight": True}),

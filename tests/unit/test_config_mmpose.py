@@ -175,7 +175,7 @@ def test_0x_random_box_augmentations_are_kept_as_0x_drew_them() -> None:
     "change",
     [
         {"model__type": "AssociativeEmbedding"},
-        {"model__keypoint_head": {"type": "TopdownHeatmapMSMUHead", "out_shape": (64, 48), "unit_channels": 256}},
+        {"model__type": "PoseLifter"},
     ],
 )
 def test_what_is_not_converted_yet_stops_with_one_clear_error(change) -> None:
@@ -271,6 +271,8 @@ def _on(kind: str, metric, save_best: str, ann_file: str = "data/x/annotations/v
             "PCK",
             "greater",
         ),
+        # MPII-TRB: 0.29's pooled PCKh at 0.3 of the head box's diagonal (1.x has no metric for it)
+        ("TopDownMpiiTrbDataset", "PCKh", "PCKh", [{"type": "MpiiTrbPCKh0x", "thr": 0.3}], "PCKh", "greater"),
         (
             "TopDownJhmdbDataset",
             ["PCK", "tPCK"],
@@ -294,12 +296,16 @@ def test_keypoint_metrics_are_0x_s_with_its_normalisation(kind, metric, save_bes
         for split in ("val", "test"):
             assert out[f"{split}_dataloader"]["dataset"]["headbox_file"] == "data/x/annotations/mpii_gt_val.mat"
         assert "headbox_file" not in out["train_dataloader"]["dataset"]  # 1.x refuses it when training
+    if kind == "TopDownMpiiTrbDataset":  # the test sets keep each annotation's head box for the metric
+        assert (
+            out["test_dataloader"]["dataset"]["type"] == out["val_dataloader"]["dataset"]["type"] == "MpiiTrbDataset0x"
+        )
 
 
 @pytest.mark.parametrize(
     "kind,metric",
     [
-        ("TopDownMpiiTrbDataset", "PCKh"),  # its own evaluate (per-part PCKh): not yet
+        ("TopDownMpiiTrbDataset", ["PCK"]),  # its own evaluate computed PCKh only
         ("AnimalHorse10Dataset", ["NME"]),  # 0.29 itself fails on it (its normalisation's signature)
         ("TopDownCocoDataset", ["PCK"]),  # not a metric 0.x's COCO evaluate has
         ("OneHand10KDataset", ["PCKh"]),  # no head size in its annotations
@@ -596,3 +602,112 @@ def test_an_unweighted_joints_mse_loss_counts_every_keypoint_as_in_0x() -> None:
         assert "mmfix._legacy_models.mmpose" in out["custom_imports"]["imports"]
     out, _ = convert(coco(), "mmpose")
     assert out["model"]["head"]["loss"] == {"type": "KeypointMSELoss", "use_target_weight": True}
+
+
+def _mspn(stages: int = 2, kernels=None, **head_changes):
+    """MMPose 0.29's {stages}xmspn50_coco_256x192.py's model, targets and test settings."""
+    units = 4
+    losses = (
+        [{"type": "JointsMSELoss", "use_target_weight": True, "loss_weight": 0.25}] * 3
+        + [{"type": "JointsOHKMMSELoss", "use_target_weight": True, "loss_weight": 1.0}]
+    ) * stages
+    head = {
+        "type": "TopdownHeatmapMSMUHead",
+        "out_shape": (64, 48),
+        "unit_channels": 256,
+        "out_channels": 17,
+        "num_stages": stages,
+        "num_units": units,
+        "use_prm": False,
+        "norm_cfg": {"type": "BN"},
+        "loss_keypoint": losses,
+        **head_changes,
+    }
+    if kernels is None:
+        kernels = [(15, 15), (11, 11), (9, 9), (7, 7)] + [(11, 11), (9, 9), (7, 7), (5, 5)] * (stages - 1)
+    target = {"type": "TopDownGenerateTarget", "kernel": kernels, "encoding": "Megvii"}
+    train = [target if step["type"] == "TopDownGenerateTarget" else step for step in TRAIN]
+    cfg = coco(
+        model__backbone={"type": "MSPN", "unit_channels": 256, "num_stages": stages, "num_units": units},
+        model__keypoint_head=head,
+        model__test_cfg={"flip_test": True, "post_process": "megvii", "shift_heatmap": False, "modulate_kernel": 5},
+    )
+    cfg["data"]["train"]["pipeline"] = train
+    return cfg
+
+
+def test_mspn_and_rsn_heads_targets_and_decoding_are_1x_s_official_ones() -> None:
+    # 1.x's td-hm_2xmspn50_8xb32-210e_coco-256x192.py: five MegviiHeatmap codecs (kernels 15, 11, 9,
+    # 7, 5) for GenerateTarget(multilevel=True), MSPNHead with level_indices [0, 1, 2, 3] + [1, 2, 3,
+    # 4], KeypointMSELoss x 3 + KeypointOHKMMSELoss per stage, decoder MegviiHeatmap(kernel_size=5)
+    out, _ = convert(_mspn(), "mmpose")
+    megvii = {"type": "MegviiHeatmap", "input_size": (192, 256), "heatmap_size": (48, 64)}
+    head = out["model"]["head"]
+    assert head["type"] == "MSPNHead"
+    assert {k: head[k] for k in ("out_shape", "unit_channels", "out_channels", "num_stages", "num_units")} == {
+        "out_shape": (64, 48),
+        "unit_channels": 256,
+        "out_channels": 17,
+        "num_stages": 2,
+        "num_units": 4,
+    }
+    assert head["use_prm"] is False and head["norm_cfg"] == {"type": "BN"}
+    assert head["level_indices"] == [0, 1, 2, 3] + [1, 2, 3, 4]
+    assert [loss["type"] for loss in head["loss"]] == (["KeypointMSELoss"] * 3 + ["KeypointOHKMMSELoss"]) * 2
+    assert [loss["loss_weight"] for loss in head["loss"]] == ([0.25] * 3 + [1.0]) * 2
+    assert head["decoder"] == {**megvii, "kernel_size": 5}  # 0.x's modulate_kernel, not a target's
+    assert out["model"]["test_cfg"] == {"flip_test": True, "flip_mode": "heatmap", "shift_heatmap": False}
+    assert out["model"]["backbone"]["type"] == "MSPN" and "neck" not in out["model"]
+    generate = [t for t in out["train_dataloader"]["dataset"]["pipeline"] if t["type"] == "GenerateTarget"]
+    assert generate == [
+        {
+            "type": "GenerateTarget",
+            "encoder": [{**megvii, "kernel_size": k} for k in (15, 11, 9, 7, 5)],
+            "multilevel": True,
+        }
+    ]
+    assert out["codec"] == generate[0]["encoder"]
+    affine = [t for t in out["train_dataloader"]["dataset"]["pipeline"] if t["type"] == "TopdownAffine"]
+    assert affine[0]["input_size"] == (192, 256)
+    # RSN's one stage: four kernels, four levels
+    rsn = _mspn(1, kernels=[(11, 11), (9, 9), (7, 7), (5, 5)])
+    rsn["model"]["backbone"] = {"type": "RSN", "num_stages": 1, "num_steps": 4}
+    rsn["model"]["pretrained"] = None  # RSN's configs: trained from scratch
+    out, _ = convert(rsn, "mmpose")
+    assert out["model"]["head"]["level_indices"] == [0, 1, 2, 3]
+    assert [e["kernel_size"] for e in out["codec"]] == [11, 9, 7, 5]
+    assert out["model"]["backbone"] == {"type": "RSN", "num_stages": 1, "num_steps": 4}
+    # one loss for every stage and unit, as 0.x's head took it too
+    one = convert(_mspn(loss_keypoint={"type": "JointsOHKMMSELoss", "use_target_weight": True, "topk": 6}), "mmpose")[0]
+    assert one["model"]["head"]["loss"] == {"type": "KeypointOHKMMSELoss", "use_target_weight": True, "topk": 6}
+
+
+def test_megvii_targets_and_heads_that_do_not_match_stop_with_one_clear_error() -> None:
+    # one target per stage and unit: 0.x's head asserted it when training began
+    with pytest.raises(ConfigConversionError, match=r"one target per stage and unit \(2 x 4 = 8\)"):
+        convert(_mspn(kernels=[(11, 11), (9, 9), (7, 7), (5, 5)]), "mmpose")
+    with pytest.raises(ConfigConversionError, match="one target per stage and unit"):
+        convert(_mspn(kernels=(11, 11)), "mmpose")
+    with pytest.raises(ConfigConversionError, match="one loss, or one per stage and unit"):
+        convert(_mspn(loss_keypoint=[{"type": "JointsMSELoss"}] * 3), "mmpose")
+    # several targets for a head that learns one
+    cfg = _mspn()
+    cfg["model"]["keypoint_head"] = coco()["model"]["keypoint_head"]
+    with pytest.raises(ConfigConversionError, match="only a multi-stage multi-unit head"):
+        convert(cfg, "mmpose")
+    # Megvii's encoding decoded otherwise, Megvii's decoding of another encoding, a kernel not square
+    cfg = _mspn()
+    cfg["model"]["test_cfg"]["post_process"] = "default"
+    with pytest.raises(ConfigConversionError, match="a decoding of Megvii's encoding other than 'megvii'"):
+        convert(cfg, "mmpose")
+    with pytest.raises(ConfigConversionError, match="Megvii's decoding of MSRA's encoding"):
+        convert(coco(model__test_cfg={"post_process": "megvii", "modulate_kernel": 5}), "mmpose")
+    with pytest.raises(ConfigConversionError, match=r"a kernel other than a square \(k, k\)"):
+        convert(_mspn(kernels=[(11, 9)] * 8), "mmpose")
+    # several MSRA sigmas: several targets per keypoint, which 0.x's MSRA heads did not learn
+    cfg = coco()
+    for step in cfg["data"]["train"]["pipeline"]:
+        if step["type"] == "TopDownGenerateTarget":
+            step["sigma"] = [2, 3]
+    with pytest.raises(ConfigConversionError, match="an encoding of several sigmas"):
+        convert(cfg, "mmpose")
