@@ -140,7 +140,10 @@ def _constructor_defaults(kind: str, registries: tuple[str, ...]) -> dict[str, A
         registry = importlib.import_module(REGISTRY_MODULE)
         found: dict[str, Any] = {}
         for name in registries:
-            cls = getattr(registry, name).get(kind)
+            try:
+                cls = getattr(registry, name).get(kind)
+            except RuntimeError:  # MMEngine's get: a dotted or empty name it cannot import (MMPose's configs)
+                cls = None
             if cls is None:
                 continue
             # Mixins such as LRSchedulerMixin take (*args, **kwargs): read every __init__ up the MRO.
