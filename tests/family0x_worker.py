@@ -190,6 +190,16 @@ def _pose(job: dict) -> None:
     np.savez(job["out"], **out)
 
 
+def _joints_0x(case: dict) -> tuple[np.ndarray, np.ndarray]:
+    """A case's keypoints and visibility as 0.x's pipelines hold them: ``joints_3d`` and
+    ``joints_3d_visible`` (K x 3, the third column 0)."""
+    joints = np.zeros((len(case["keypoints"]), 3), np.float32)
+    joints[:, :2] = case["keypoints"]
+    visible = np.zeros_like(joints)
+    visible[:, :2] = np.asarray(case["visible"], np.float32)[:, None]
+    return joints, visible
+
+
 def _pose_augment(job: dict) -> None:
     """0.29's random box augmentations (shift, half body, scale and rotation, in a 0.x pipeline's
     order) on each case of ``job["cases"]``, numpy's global generator seeded per case as 0.x's
@@ -206,10 +216,7 @@ def _pose_augment(job: dict) -> None:
     scale_rotation = TopDownGetRandomScaleRotation(**job["scale_rotation"])
     centers, scales, rotations = [], [], []
     for case in job["cases"]:
-        joints = np.zeros((len(case["keypoints"]), 3), np.float32)
-        joints[:, :2] = case["keypoints"]
-        visible = np.zeros_like(joints)
-        visible[:, :2] = np.asarray(case["visible"], np.float32)[:, None]
+        joints, visible = _joints_0x(case)
         results = {
             "joints_3d": joints,
             "joints_3d_visible": visible,
@@ -270,10 +277,7 @@ def _pose_target(job: dict) -> None:
     )
     targets, weights = [], []
     for case in job["cases"]:
-        joints = np.zeros((len(case["keypoints"]), 3), np.float32)
-        joints[:, :2] = case["keypoints"]
-        visible = np.zeros_like(joints)
-        visible[:, :2] = np.asarray(case["visible"], np.float32)[:, None]
+        joints, visible = _joints_0x(case)
         results = {
             "joints_3d": joints,
             "joints_3d_visible": visible,
