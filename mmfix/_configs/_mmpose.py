@@ -87,7 +87,13 @@ DETECTED_BOX_DATASETS = frozenset(
 )
 #: test data sets whose 0.x metric normalises by the annotation, which the 1.x class drops: mmfix's
 #: copy keeps it (mmfix/_legacy_models/mmpose.py)
-RAW_ANNOTATION_DATASETS = ("TopDownJhmdbDataset", "FaceAFLWDataset", "TopDownMpiiTrbDataset")
+RAW_ANNOTATION_DATASETS = ("TopDownJhmdbDataset", "FaceAFLWDataset")
+#: 0.x data sets whose 1.x class reads the annotations' boxes otherwise (a converted config would
+#: crop other boxes): refused until mmfix keeps 0.x's reading
+OTHER_BOXES_1X = {
+    "TopDownMpiiTrbDataset": "0.29 read an annotation's scale as a box of image_size / scale pixels, MMPose 1.x's "
+    "MpiiTrbDataset as 200 x scale",
+}
 #: dataset arguments a 1.x class takes as 0.x's did (same name, same meaning)
 KEPT_DATASET_ARGS: dict[str, tuple[str, ...]] = {"DeepFashionDataset": ("subset",)}
 #: 0.x heatmap heads -> 1.x's (whose own load hook renames a 0.x head's weights), with 0.x's default
@@ -405,6 +411,8 @@ def _dataset(ds: dict[str, Any], state: _State, out: dict[str, Any], report: Rep
     new_type = TOPDOWN_DATASETS.get(kind)
     if new_type is None:
         raise _not_yet(f"{where}.type", kind, f"the dataset {kind}")
+    if kind in OTHER_BOXES_1X:
+        raise _not_yet(f"{where}.type", kind, f"the dataset {kind} ({OTHER_BOXES_1X[kind]})")
     state.kinds.setdefault(where, kind)
     data_cfg = dict(ds.pop("data_cfg", {}) or {})
     if data_cfg:
@@ -495,8 +503,6 @@ OWN_EVALUATE: dict[tuple[str, tuple[str, ...]], tuple[dict[str, Any], str | None
         None,
         {"PCKh": "PCK", "PCKh@0.1": "PCK@0.1", **{j: f"{j} PCK" for j in ("Head", "Shoulder", "Elbow", "Wrist")}},
     ),
-    # 0.29's own: PCKh at 0.3 of the head box's diagonal, pooled, for the skeleton, the contour and all
-    ("TopDownMpiiTrbDataset", ("PCKh",)): ({"type": "MpiiTrbPCKh0x", "thr": 0.3}, "MpiiTrbPCKh0x", {}),
     ("TopDownJhmdbDataset", ("PCK",)): (
         {"type": "JhmdbPCKAccuracy", "thr": PCK_THR, "norm_item": ["bbox"], "bbox_0x": "jhmdb"},
         "JhmdbPCKAccuracy0x",
@@ -726,13 +732,18 @@ def _msmu_head(head: dict[str, Any], out: dict[str, Any], report: Report) -> dic
     head = dict(head)
     kind = head.pop("type")
     new: dict[str, Any] = {"type": MSMU_HEADS[kind]}
+    for key, why in (("out_shape", "the heatmaps' (height, width)"), ("loss_keypoint", "one loss or a list")):
+        if head.get(key) is None:  # 0.29's head required both (1.x would fill in a default)
+            raise ConfigConversionError(
+                f"model.keypoint_head.{key}", None, f"MMPose 0.x's {kind} requires it ({why}); set it"
+            )
     for key in MSMU_HEAD_ARGS:
         if key in head:
             new[key] = head.pop(key)
     new.setdefault("num_stages", 4)  # 0.x's defaults, written out
     new.setdefault("num_units", 4)
     new["level_indices"] = "LEVEL_INDICES"  # the codec's: which target each stage and unit learns
-    loss = head.pop("loss_keypoint", None) or {"type": "JointsMSELoss"}
+    loss = head.pop("loss_keypoint")
     if isinstance(loss, (list, tuple)):  # one per stage and unit (0.x: nn.Sequential; 1.x: a list)
         if len(loss) != new["num_stages"] * new["num_units"]:
             raise ConfigConversionError(

@@ -21,8 +21,6 @@ sets of fixed-size crops (Fly 192, Locust and Zebra 160, FreiHand 224), JHMDB's 
 by the box's longer side). ``PCKAccuracy0x``, ``JhmdbPCKAccuracy0x`` and ``NME0x`` are 1.x's metrics
 with 0.x's normalisation, read from the sample's ``raw_ann_info`` (1.x packs the annotation there;
 ``JhmdbDataset0x`` and ``AFLWDataset0x`` are 1.x's data sets keeping it, which theirs drop).
-MPII-TRB's PCKh, which 1.x has no metric for, is ``MpiiTrbPCKh0x`` on ``MpiiTrbDataset0x`` (its
-head boxes packed).
 
 The decodings: ``MSRAHeatmap0x`` refines by a quarter pixel where 0.x did, ``UDPHeatmap0x`` blurs
 as 0.x's UDP did; the loss: ``KeypointMSELoss0x`` counts every keypoint where 0.x's
@@ -35,10 +33,9 @@ from typing import Any
 
 import numpy as np
 from mmcv.transforms import BaseTransform
-from mmengine.evaluator import BaseMetric
 from mmpose.codecs import MSRAHeatmap, UDPHeatmap
 from mmpose.codecs.utils import get_heatmap_maximum
-from mmpose.datasets import AFLWDataset, JhmdbDataset, MpiiTrbDataset
+from mmpose.datasets import AFLWDataset, JhmdbDataset
 from mmpose.evaluation.metrics import NME, JhmdbPCKAccuracy, PCKAccuracy
 from mmpose.models.losses import KeypointMSELoss
 from mmpose.registry import DATASETS, KEYPOINT_CODECS, METRICS, MODELS, TRANSFORMS
@@ -48,8 +45,6 @@ __all__ = [
     "JhmdbDataset0x",
     "JhmdbPCKAccuracy0x",
     "MSRAHeatmap0x",
-    "MpiiTrbDataset0x",
-    "MpiiTrbPCKh0x",
     "NME0x",
     "PCKAccuracy0x",
     "TopDownGetRandomScaleRotation0x",
@@ -364,52 +359,3 @@ class NME0x(NME):
             self.norm_item = "box_size"
         for result, sample in zip(self.results[len(self.results) - len(samples) :], samples):
             result["box_size"] = np.array([[float(sample["raw_ann_info"]["box_size"])]])
-
-
-@DATASETS.register_module()
-class MpiiTrbDataset0x(MpiiTrbDataset):
-    """1.x's ``MpiiTrbDataset`` whose samples keep their annotation's head box (``raw_ann_info``,
-    which PackPoseInputs puts in the sample's meta information) for ``MpiiTrbPCKh0x``."""
-
-    def _load_annotations(self) -> tuple[list[dict], list[dict]]:
-        instances, images = super()._load_annotations()
-        for info in instances:
-            if "headbox" in info:
-                info["raw_ann_info"] = {"headbox": info["headbox"].tolist()}
-        return instances, images
-
-
-@METRICS.register_module()
-class MpiiTrbPCKh0x(BaseMetric):
-    """0.29's ``TopDownMpiiTrbDataset.evaluate``: a labelled keypoint is a hit when it lies nearer
-    than ``thr`` times its head box's diagonal; the hits over all samples divided by the labelled
-    keypoints, for the first 14 keypoints (``Skeleton_acc``), the others (``Contour_acc``) and all
-    (``PCKh``), each pooled over keypoints rather than averaged per keypoint as 1.x's PCK metrics do."""
-
-    default_prefix: str | None = None  # 0.x's names, which save_best names
-
-    def __init__(self, thr: float = 0.3, skeleton: int = 14, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.thr = thr
-        self.skeleton = skeleton
-
-    def process(self, data_batch: Any, data_samples: Any) -> None:
-        for sample in data_samples:
-            pred = np.asarray(sample["pred_instances"]["keypoints"])[0]
-            gt = sample["gt_instances"]
-            truth = np.asarray(gt["keypoints"])[0]
-            visible = np.asarray(gt["keypoints_visible"])[0] > 0
-            headbox = np.asarray(sample["raw_ann_info"]["headbox"], dtype=np.float64)
-            threshold = np.linalg.norm(headbox[:2] - headbox[2:]) * self.thr
-            hit = visible & (np.linalg.norm(pred[:, :2] - truth[:, :2], axis=1) < threshold)
-            self.results.append({"hit": hit.astype(np.float32), "exist": visible.astype(np.float32)})
-
-    def compute_metrics(self, results: list) -> dict[str, float]:
-        hit = np.sum([r["hit"] for r in results], axis=0)
-        exist = np.sum([r["exist"] for r in results], axis=0)
-        k = self.skeleton
-        return {
-            "Skeleton_acc": float(hit[:k].sum() / exist[:k].sum()),
-            "Contour_acc": float(hit[k:].sum() / exist[k:].sum()),
-            "PCKh": float(hit.sum() / exist.sum()),
-        }
