@@ -717,12 +717,10 @@ def _heatmap_head(
     for key in extra:
         raise _not_yet(f"model.keypoint_head.extra.{key}", extra[key], f"the head option {key}")
     loss = head.pop("loss_keypoint", None) or {"type": "JointsMSELoss"}
-    if isinstance(loss, (list, tuple)):  # one per stage (0.x: nn.Sequential; 1.x: a list too)
-        if new_kind != "CPMHead" or len(loss) != new["num_stages"]:
-            raise _not_yet("model.keypoint_head.loss_keypoint", loss, "a list of losses other than one per stage")
-        new["loss"] = [_heatmap_loss(item, out, report) for item in loss]
-    else:
-        new["loss"] = _heatmap_loss(loss, out, report)
+    # a list: one per stage (0.x: nn.Sequential; 1.x: a list too)
+    if isinstance(loss, (list, tuple)) and (new_kind != "CPMHead" or len(loss) != new["num_stages"]):
+        raise _not_yet("model.keypoint_head.loss_keypoint", loss, "a list of losses other than one per stage")
+    new["loss"] = _heatmap_losses(loss, out, report)
     _rest_of_head(head, f"model.keypoint_head ({kind})", new, report)
     return new, neck
 
@@ -744,17 +742,15 @@ def _msmu_head(head: dict[str, Any], out: dict[str, Any], report: Report) -> dic
     new.setdefault("num_units", 4)
     new["level_indices"] = "LEVEL_INDICES"  # the codec's: which target each stage and unit learns
     loss = head.pop("loss_keypoint")
-    if isinstance(loss, (list, tuple)):  # one per stage and unit (0.x: nn.Sequential; 1.x: a list)
-        if len(loss) != new["num_stages"] * new["num_units"]:
-            raise ConfigConversionError(
-                "model.keypoint_head.loss_keypoint",
-                f"{len(loss)} losses",
-                f"MMPose 0.x's {kind} takes one loss, or one per stage and unit "
-                f"({new['num_stages']} x {new['num_units']}); its training stopped on this too",
-            )
-        new["loss"] = [_heatmap_loss(item, out, report) for item in loss]
-    else:
-        new["loss"] = _heatmap_loss(loss, out, report)
+    # a list: one per stage and unit (0.x: nn.Sequential; 1.x: a list)
+    if isinstance(loss, (list, tuple)) and len(loss) != new["num_stages"] * new["num_units"]:
+        raise ConfigConversionError(
+            "model.keypoint_head.loss_keypoint",
+            f"{len(loss)} losses",
+            f"MMPose 0.x's {kind} takes one loss, or one per stage and unit "
+            f"({new['num_stages']} x {new['num_units']}); its training stopped on this too",
+        )
+    new["loss"] = _heatmap_losses(loss, out, report)
     _rest_of_head(head, f"model.keypoint_head ({kind})", new, report)
     return new
 
@@ -791,6 +787,13 @@ def _rest_of_head(head: dict[str, Any], what: str, new: dict[str, Any], report: 
     for key in head:
         raise _not_yet(f"model.keypoint_head.{key}", head[key], f"the head argument {key}")
     report.moved(what, f"model.head ({new['type']})")
+
+
+def _heatmap_losses(loss: Any, out: dict[str, Any], report: Report) -> Any:
+    """One 0.x heatmap loss, or a list of them (one per stage, or per stage and unit), as 1.x's."""
+    if isinstance(loss, (list, tuple)):
+        return [_heatmap_loss(item, out, report) for item in loss]
+    return _heatmap_loss(loss, out, report)
 
 
 def _heatmap_loss(loss: dict[str, Any], out: dict[str, Any], report: Report) -> dict[str, Any]:
