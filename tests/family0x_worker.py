@@ -236,6 +236,20 @@ def _pose_augment(job: dict) -> None:
     np.savez(job["out"], center=np.asarray(centers), scale=np.asarray(scales), rotation=np.asarray(rotations))
 
 
+def _pose_photometric(job: dict) -> None:
+    """0.29's ``PhotometricDistortion`` on ``job["images"]`` (an .npz of N x H x W x 3 uint8),
+    numpy's global generator seeded per image (``job["seeds"]``)."""
+    from mmpose.datasets.pipelines import PhotometricDistortion
+
+    distortion = PhotometricDistortion(**job["args"])
+    images = np.load(job["images"])["images"]
+    out = []
+    for image, seed in zip(images, job["seeds"]):
+        np.random.seed(seed)
+        out.append(distortion({"img": image.copy()})["img"])
+    np.savez(job["out"], images=np.asarray(out))
+
+
 def _pose_decode(job: dict) -> None:
     """0.29's ``keypoints_from_heatmaps`` on the heatmaps of ``job["heatmaps"]`` (N x K x H x W),
     with 0.x's default quarter-pixel refinement and with DARK's (``post_process='unbiased'``), in
@@ -387,6 +401,7 @@ def main() -> int:
             "mmcls": _classification,
             "mmpose": _pose,
             "mmpose-augment": _pose_augment,
+            "mmpose-photometric": _pose_photometric,
             "mmpose-decode": _pose_decode,
             "mmpose-evaluate": _pose_evaluate,
             "mmpose-loss": _pose_loss,

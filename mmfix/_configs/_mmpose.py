@@ -146,6 +146,13 @@ HEATMAP_TEST_OPTIONS = (
 #: 0.x's TopDown.forward_test flipped unless its test_cfg said otherwise
 FLIP_TEST_0X = True
 #: 0.x formatting steps: the data preprocessor and PackPoseInputs do them in 1.x.
+#: 0.x transforms whose 1.x namesakes (or replacements) draw otherwise: mmfix's copies, "<name>0x"
+LEGACY_TRANSFORMS = (
+    "TopDownRandomShiftBboxCenter",
+    "TopDownGetRandomScaleRotation",
+    "TopDownHalfBodyTransform",
+    "PhotometricDistortion",
+)
 PACKING = ("ToTensor", "Collect")
 WRAPPERS = ("RepeatDataset", "ConcatDataset")
 TOOLBOX = "MMPose"
@@ -338,7 +345,7 @@ def _transform(t: dict[str, Any], state: _State, out: dict[str, Any], report: Re
     elif kind == "TopDownAffine":
         # UDP's unbiased warp (1.x's own, the same matrix), whatever the codec
         new = {"type": "TopdownAffine", "input_size": "CODEC_INPUT_SIZE", "use_udp": bool(t.pop("use_udp", False))}
-    elif kind in ("TopDownRandomShiftBboxCenter", "TopDownGetRandomScaleRotation", "TopDownHalfBodyTransform"):
+    elif kind in LEGACY_TRANSFORMS:
         new = {"type": kind, **t}
         if kind == "TopDownHalfBodyTransform":
             new["image_size"] = "CODEC_INPUT_SIZE"

@@ -22,6 +22,9 @@ by the box's longer side). ``PCKAccuracy0x``, ``JhmdbPCKAccuracy0x`` and ``NME0x
 with 0.x's normalisation, read from the sample's ``raw_ann_info`` (1.x packs the annotation there;
 ``JhmdbDataset0x`` and ``AFLWDataset0x`` are 1.x's data sets keeping it, which theirs drop).
 
+``PhotometricDistortion0x`` is 0.29's colour augmentation: 1.x's draws its values in another order
+and applies them otherwise (see the class).
+
 The decodings: ``MSRAHeatmap0x`` refines by a quarter pixel where 0.x did, ``UDPHeatmap0x`` blurs
 as 0.x's UDP did; the loss: ``KeypointMSELoss0x`` counts every keypoint where 0.x's
 ``JointsMSELoss(use_target_weight=False)`` did.
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import mmcv
 import numpy as np
 from mmcv.transforms import BaseTransform
 from mmpose.codecs import MSRAHeatmap, UDPHeatmap
@@ -47,6 +51,7 @@ __all__ = [
     "MSRAHeatmap0x",
     "NME0x",
     "PCKAccuracy0x",
+    "PhotometricDistortion0x",
     "TopDownGetRandomScaleRotation0x",
     "TopDownHalfBodyTransform0x",
     "TopDownRandomShiftBboxCenter0x",
@@ -173,6 +178,68 @@ class TopDownGetRandomScaleRotation0x(BaseTransform):
         return (
             f"{type(self).__name__}(rot_factor={self.rot_factor}, scale_factor={self.scale_factor}, "
             f"rot_prob={self.rot_prob})"
+        )
+
+
+@TRANSFORMS.register_module()
+class PhotometricDistortion0x(BaseTransform):
+    """0.29's ``PhotometricDistortion``, draw for draw: brightness, then contrast (before or after the
+    HSV step), saturation and/or hue (hue modulo 180), each with probability 1/2. Where 1.x's namesake
+    computes otherwise: it draws every value up front (another sequence), applies the contrast twice
+    when it comes first and never when it comes last, lets the hue wrap as uint8, and swaps the
+    channels; 0.29 drew the swap (a coin, and a permutation when it came up) but dropped its result,
+    so the channels stay in place here too."""
+
+    def __init__(
+        self,
+        brightness_delta: int = 32,
+        contrast_range: Any = (0.5, 1.5),
+        saturation_range: Any = (0.5, 1.5),
+        hue_delta: int = 18,
+    ) -> None:
+        self.brightness_delta = brightness_delta
+        self.contrast_lower, self.contrast_upper = contrast_range
+        self.saturation_lower, self.saturation_upper = saturation_range
+        self.hue_delta = hue_delta
+
+    @staticmethod
+    def _convert(img: np.ndarray, alpha: float = 1, beta: float = 0) -> np.ndarray:
+        return np.clip(img.astype(np.float32) * alpha + beta, 0, 255).astype(np.uint8)
+
+    def _contrast(self, img: np.ndarray) -> np.ndarray:
+        if np.random.randint(2):
+            return self._convert(img, alpha=np.random.uniform(self.contrast_lower, self.contrast_upper))
+        return img
+
+    def transform(self, results: dict[str, Any]) -> dict[str, Any]:
+        img = results["img"]
+        if np.random.randint(2):
+            img = self._convert(img, beta=np.random.uniform(-self.brightness_delta, self.brightness_delta))
+        mode = np.random.randint(2)  # 1: contrast first, 0: last
+        if mode == 1:
+            img = self._contrast(img)
+        hsv_mode = np.random.randint(4)
+        if hsv_mode:
+            img = mmcv.bgr2hsv(img)  # 0.x's: whatever the channel order the image was loaded in
+            if hsv_mode in (1, 3):
+                img[:, :, 1] = self._convert(
+                    img[:, :, 1], alpha=np.random.uniform(self.saturation_lower, self.saturation_upper)
+                )
+            if hsv_mode in (2, 3):
+                img[:, :, 0] = (img[:, :, 0].astype(int) + np.random.randint(-self.hue_delta, self.hue_delta)) % 180
+            img = mmcv.hsv2bgr(img)
+        if mode == 0:
+            img = self._contrast(img)
+        if np.random.randint(2):  # 0.29's channel swap: drawn, its result dropped
+            np.random.permutation(3)
+        results["img"] = img
+        return results
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(brightness_delta={self.brightness_delta}, "
+            f"contrast_range=({self.contrast_lower}, {self.contrast_upper}), "
+            f"saturation_range=({self.saturation_lower}, {self.saturation_upper}), hue_delta={self.hue_delta})"
         )
 
 

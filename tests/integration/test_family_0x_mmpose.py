@@ -216,10 +216,32 @@ def test_0x_checkpoint_predicts_keypoints_on_mmpose_1x_as_on_0x(made: list[dict]
         )
 
 
+def _photometric_draws_as_0x(images: np.ndarray, job: dict) -> None:
+    """mmfix's ``PhotometricDistortion0x`` (what a converted 0.x pipeline names) against 0.29's on the
+    same images and seeds: the same pixels; 1.x's namesake gives others on most."""
+    from mmpose.datasets.transforms import PhotometricDistortion
+
+    from mmfix._legacy_models.mmpose import PhotometricDistortion0x
+
+    reference = np.load(job["out"])["images"]
+    ours, stock = PhotometricDistortion0x(**job["args"]), PhotometricDistortion(**job["args"])
+    mine, theirs = [], []
+    for image, seed in zip(images, job["seeds"]):
+        np.random.seed(seed)
+        mine.append(ours.transform({"img": image.copy()})["img"])
+        np.random.seed(seed)
+        theirs.append(stock.transform({"img": image.copy()})["img"])
+    changed = [not np.array_equal(a, b) for a, b in zip(reference, images)]
+    assert sum(changed) > 45, sum(changed)  # most images were distorted, so a wrong draw would show
+    np.testing.assert_array_equal(np.asarray(mine), reference)
+    assert sum(not np.array_equal(a, b) for a, b in zip(theirs, reference)) > 30
+
+
 def test_0x_box_augmentations_draw_as_mmpose_0x(mmpose_runs: None, mmdet2_python: Path, tmp_path: Path) -> None:
     """mmfix's copies of 0.29's random shift, half-body and scale/rotation transforms (which a
     converted 0.x config's training pipeline names: 1.x's draw from other distributions) against
-    0.29's own on 200 seeded instances: the same boxes and rotations, draw for draw."""
+    0.29's own on 200 seeded instances: the same boxes and rotations, draw for draw; and 0.29's
+    photometric distortion on 60 seeded images (below)."""
     from mmfix._legacy_models.mmpose import (
         TopDownGetRandomScaleRotation0x,
         TopDownHalfBodyTransform0x,
@@ -249,7 +271,17 @@ def test_0x_box_augmentations_draw_as_mmpose_0x(mmpose_runs: None, mmdet2_python
         "scale_rotation": {"rot_factor": 40, "scale_factor": 0.5, "rot_prob": 0.6},
         "out": str(tmp_path / "augment0x.npz"),
     }
-    predict_0x(mmdet2_python, [job], tmp_path)
+    images = np.random.default_rng(7).integers(0, 256, (60, 24, 20, 3), dtype=np.uint8)
+    np.savez(tmp_path / "images.npz", images=images)
+    photometric = {
+        "toolbox": "mmpose-photometric",
+        "images": str(tmp_path / "images.npz"),
+        "seeds": list(range(500, 560)),
+        "args": {"brightness_delta": 32, "contrast_range": [0.5, 1.5], "saturation_range": [0.5, 1.5], "hue_delta": 18},
+        "out": str(tmp_path / "photometric0x.npz"),
+    }
+    predict_0x(mmdet2_python, [job, photometric], tmp_path)
+    _photometric_draws_as_0x(images, photometric)
     shift = TopDownRandomShiftBboxCenter0x(**job["shift"])
     half = TopDownHalfBodyTransform0x(**job["half"], image_size=job["image_size"])
     scale_rotation = TopDownGetRandomScaleRotation0x(**job["scale_rotation"])

@@ -171,6 +171,20 @@ def test_0x_random_box_augmentations_are_kept_as_0x_drew_them() -> None:
     assert half["image_size"] == (192, 256)
 
 
+def test_0x_photometric_distortion_is_kept_as_0x_drew_it() -> None:
+    """hrnet_w32_coco_256x192_photometric.py's colour augmentation after the warp: mmfix's copy with
+    its arguments (1.x's namesake draws and applies otherwise)."""
+    cfg = coco()
+    args = {"brightness_delta": 16, "contrast_range": [0.8, 1.2], "saturation_range": [0.7, 1.3], "hue_delta": 9}
+    cfg["data"]["train"]["pipeline"].insert(7, {"type": "PhotometricDistortion", **args})
+    out, report = convert(cfg, "mmpose")
+    pipeline = out["train_dataloader"]["dataset"]["pipeline"]
+    assert [t["type"] for t in pipeline][6:8] == ["TopdownAffine", "PhotometricDistortion0x"]
+    assert pipeline[7] == {"type": "PhotometricDistortion0x", **args}
+    assert "mmfix._legacy_models.mmpose" in out["custom_imports"]["imports"]
+    assert any("PhotometricDistortion0x" in line for line in report.lines())
+
+
 @pytest.mark.parametrize(
     "change",
     [
