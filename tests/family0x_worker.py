@@ -277,6 +277,23 @@ def _pose_decode(job: dict) -> None:
         heatmaps.copy(), center, scale, post_process="megvii", kernel=job["megvii_kernel"]
     )
     out["megvii"], out["megvii_scores"] = preds, maxvals[..., 0]
+    # UDP's combined targets (a disc and x, y offsets a keypoint), 0.x's default disc radius
+    # (one person at a time: 0.29's index arithmetic reads a keypoint without a positive disc value
+    # from the map before its own, across persons in a batch)
+    combined = np.load(job["heatmaps"])["combined"]
+    decoded = [
+        keypoints_from_heatmaps(
+            combined[i : i + 1].copy(),
+            center[i : i + 1],
+            scale[i : i + 1],
+            kernel=job["kernel"],
+            use_udp=True,
+            target_type="CombinedTarget",
+        )
+        for i in range(n)
+    ]
+    out["combined"] = np.concatenate([preds for preds, _ in decoded])
+    out["combined_scores"] = np.concatenate([maxvals[..., 0] for _, maxvals in decoded])
     np.savez(job["out"], **out)
 
 
@@ -375,8 +392,8 @@ def _pose_loss(job: dict) -> None:
     for index, (kind, row) in enumerate(job["losses"]):
         torch.manual_seed(job["seed"] + index)
         loss = build_loss(dict(row))
-        if kind == "heatmap":
-            output, target = inputs["heatmaps"].clone(), inputs["heatmap_targets"]
+        if kind in ("heatmap", "combined"):  # combined: three maps a keypoint (UDP's disc and offsets)
+            output, target = inputs[f"{kind}s"].clone(), inputs[f"{kind}_targets"]
             weight = inputs["weight"][..., None]
         else:
             output = inputs["output"].clone() if row["type"] == "RLELoss" else inputs["output"][..., :2].clone()

@@ -111,6 +111,7 @@ LOSSES = {
     "JointsMSELoss": "KeypointMSELoss",
     "AdaptiveWingLoss": "AdaptiveWingLoss",
     "JointsOHKMMSELoss": "KeypointOHKMMSELoss",  # MSPN's and RSN's online hard keypoint mining
+    "CombinedTargetMSELoss": "CombinedTargetMSELoss",  # UDP's combined targets: disc and offsets
 }
 #: MSPN's and RSN's multi-stage multi-unit head -> 1.x's (the same module names: predict_layers);
 #: its arguments, kept as they were (0.x's defaults are 1.x's)
@@ -118,6 +119,10 @@ MSMU_HEADS = {"TopdownHeatmapMSMUHead": "MSPNHead"}
 MSMU_HEAD_ARGS = ("out_shape", "unit_channels", "out_channels", "num_stages", "num_units", "use_prm", "norm_cfg")
 #: 0.x's TopDown test_cfg default for the blur of Megvii's and DARK's decodings
 MODULATE_KERNEL_0X = 11
+#: UDP's targets 0.x encoded (TopDownGenerateTarget.target_type) -> 1.x's UDPHeatmap.heatmap_type;
+#: the combined targets' disc radius over the heatmap's height, 0.x's default (encoding and decoding)
+UDP_TARGETS = {"GaussianHeatmap": "gaussian", "CombinedTarget": "combined"}
+RADIUS_FACTOR_0X = 0.0546875
 #: 0.x regression heads, by ``out_sigma`` (RLE's sigmas beside the coordinates) -> 1.x's head, whose
 #: own load hook renames a 0.x head's weights (``loss`` -> ``loss_module``: RLE's flow model)
 REGRESSION_HEADS: dict[tuple[str, bool], str] = {
@@ -145,7 +150,6 @@ HEATMAP_TEST_OPTIONS = (
 )
 #: 0.x's TopDown.forward_test flipped unless its test_cfg said otherwise
 FLIP_TEST_0X = True
-#: 0.x formatting steps: the data preprocessor and PackPoseInputs do them in 1.x.
 #: 0.x transforms whose 1.x namesakes (or replacements) draw otherwise: mmfix's copies, "<name>0x"
 LEGACY_TRANSFORMS = (
     "TopDownRandomShiftBboxCenter",
@@ -153,6 +157,7 @@ LEGACY_TRANSFORMS = (
     "TopDownHalfBodyTransform",
     "PhotometricDistortion",
 )
+#: 0.x formatting steps: the data preprocessor and PackPoseInputs do them in 1.x.
 PACKING = ("ToTensor", "Collect")
 WRAPPERS = ("RepeatDataset", "ConcatDataset")
 TOOLBOX = "MMPose"
@@ -258,28 +263,43 @@ def codec(state: _State, test_cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def _udp_codec(state: _State, target: dict[str, Any], test_cfg: dict[str, Any]) -> dict[str, Any]:
-    """UDP's Gaussian heatmaps: 1.x's ``UDPHeatmap``. 0.x decoded them with DARK's UDP refinement
-    (``post_dark_udp``, blurred by ``modulate_kernel``) whatever ``post_process`` said, but for Megvii's."""
+    """UDP's Gaussian heatmaps or combined targets (a disc and offsets per keypoint): 1.x's
+    ``UDPHeatmap``. 0.x decoded Gaussian ones with DARK's UDP refinement (``post_dark_udp``, blurred
+    by ``modulate_kernel``) whatever ``post_process`` said, but for Megvii's."""
     kind = target.pop("target_type")
-    if kind != "GaussianHeatmap":  # CombinedTarget: 0.x blurred the offsets too, 1.x does not
+    if kind not in UDP_TARGETS:
         raise _not_yet("TopDownGenerateTarget.target_type", kind, f"UDP's {kind} encoding")
     post = test_cfg.get("post_process", "default")
     if post == "megvii":
         raise _not_yet("model.test_cfg.post_process", post, "Megvii's blur on a UDP encoding")
-    sigma = target.pop("sigma", 2)
-    if not isinstance(sigma, (int, float)):  # several heatmaps per keypoint
-        raise _not_yet("TopDownGenerateTarget.sigma", sigma, "an encoding of several sigmas")
+    out: dict[str, Any] = {"type": "UDPHeatmap", "input_size": state.image_size, "heatmap_size": state.heatmap_size}
+    if kind == "CombinedTarget":
+        # the disc's radius, set twice in 0.x: the pipeline's for the targets, test_cfg's for decoding
+        factor = target.pop("valid_radius_factor", RADIUS_FACTOR_0X)
+        decode_factor = test_cfg.get("valid_radius_factor", RADIUS_FACTOR_0X)
+        if not isinstance(factor, (int, float)):  # several targets per keypoint
+            raise _not_yet("TopDownGenerateTarget.valid_radius_factor", factor, "an encoding of several radii")
+        if decode_factor != factor:
+            raise ConfigConversionError(
+                "model.test_cfg.valid_radius_factor",
+                decode_factor,
+                f"MMPose 0.x encoded the combined targets with valid_radius_factor={factor} and decoded with "
+                f"{decode_factor}; MMPose 1.x's codec has one radius_factor: make them agree",
+            )
+        target.pop("sigma", None)  # the Gaussian's: 0.x's combined targets ignored it
+        out.update(heatmap_type=UDP_TARGETS[kind], radius_factor=factor)
+    else:
+        sigma = target.pop("sigma", 2)
+        if not isinstance(sigma, (int, float)):  # several heatmaps per keypoint
+            raise _not_yet("TopDownGenerateTarget.sigma", sigma, "an encoding of several sigmas")
+        target.pop("valid_radius_factor", None)  # the combined targets': 0.x's Gaussian ignored it
+        out["sigma"] = sigma
     target.pop("unbiased_encoding", None)  # MSRA's: 0.x's UDP encoding ignored it
     target.pop("kernel", None)  # Megvii's
     for key in target:
         raise _not_yet(f"TopDownGenerateTarget.{key}", target[key], f"its argument {key}")
-    return {
-        "type": "UDPHeatmap",
-        "input_size": state.image_size,
-        "heatmap_size": state.heatmap_size,
-        "sigma": sigma,
-        "blur_kernel_size": test_cfg.get("modulate_kernel", MODULATE_KERNEL_0X),
-    }
+    out["blur_kernel_size"] = test_cfg.get("modulate_kernel", MODULATE_KERNEL_0X)
+    return out
 
 
 def _megvii_codec(state: _State, target: dict[str, Any], test_cfg: dict[str, Any]) -> dict[str, Any]:
@@ -905,12 +925,16 @@ def convert_model(src: dict[str, Any], out: dict[str, Any], report: Report, stat
             _engine.legacy_component(
                 codec_cfg, out, report, "the codec (data_cfg, model.test_cfg)", "MSRAHeatmap0x", LEGACY_MODULE
             )
+        combined = codec_cfg.get("heatmap_type") == "combined"
         new["test_cfg"] = {
             "flip_test": test_cfg.pop("flip_test", FLIP_TEST_0X),
-            "flip_mode": "heatmap",
+            # 0.x's flip_back(target_type='CombinedTarget') also negated the x offsets: 1.x's mode
+            "flip_mode": "udp_combined" if combined else "heatmap",
             "shift_heatmap": test_cfg.pop("shift_heatmap", False),
         }
-        for key in ("post_process", "modulate_kernel", "target_type", "use_udp"):
+        if combined:  # 0.x's head measured its accuracy on Gaussian heatmaps only
+            new["train_cfg"] = {"compute_acc": False}
+        for key in ("post_process", "modulate_kernel", "target_type", "use_udp", "valid_radius_factor"):
             test_cfg.pop(key, None)  # in the codec
     for key in test_cfg:
         raise _not_yet(f"model.test_cfg.{key}", test_cfg[key], f"the test option {key}")

@@ -271,20 +271,78 @@ class MSRAHeatmap0x(MSRAHeatmap):
 
 @KEYPOINT_CODECS.register_module()
 class UDPHeatmap0x(UDPHeatmap):
-    """1.x's ``UDPHeatmap`` (the same targets) decoding Gaussian heatmaps as 0.29's
-    ``post_dark_udp``: DARK's Taylor step on the log of the heatmaps blurred by a plain
-    ``cv2.GaussianBlur`` (1.x's blur pads the borders and rescales each map to its maximum, moving
-    keypoints by up to pixels); the combined heatmaps 0.x blurred otherwise are not converted."""
+    """1.x's ``UDPHeatmap`` decoding as 0.29's ``keypoints_from_heatmaps(use_udp=True)``.
+
+    Gaussian heatmaps (1.x's targets): ``post_dark_udp``, DARK's Taylor step on the log of the
+    heatmaps blurred by a plain ``cv2.GaussianBlur`` (1.x's blur pads the borders and rescales each
+    map to its maximum, moving keypoints by up to pixels).
+
+    Combined targets (``heatmap_type='combined'``: a disc and x, y offsets per keypoint), encoded and
+    decoded as 0.29's ``CombinedTarget``: the offsets only inside each keypoint's disc (1.x writes them
+    everywhere; the loss reads them only there), the disc's radius ``radius_factor`` times the
+    heatmap's height (1.x: its longer side), and before decoding the discs blurred by a
+    ``2 * blur_kernel_size + 1`` kernel and the offsets by ``blur_kernel_size`` (1.x leaves the
+    offsets unblurred)."""
+
+    def encode(self, keypoints: np.ndarray, keypoints_visible: np.ndarray | None = None) -> dict[str, Any]:
+        if self.heatmap_type != "combined":
+            return super().encode(keypoints, keypoints_visible)
+        if keypoints.shape[0] != 1:
+            raise ValueError(f"{type(self).__name__} encodes one instance at a time, as 1.x's UDPHeatmap")
+        if keypoints_visible is None:
+            keypoints_visible = np.ones(keypoints.shape[:2], dtype=np.float32)
+        width, height = self.heatmap_size
+        count = keypoints.shape[1]
+        target = np.zeros((count, 3, height * width), dtype=np.float32)
+        grid_x, grid_y = (a.flatten() for a in np.meshgrid(np.arange(width), np.arange(height)))
+        radius = self.radius_factor * height
+        stride = (np.asarray(self.input_size, np.float64) - 1.0) / (np.asarray(self.heatmap_size, np.float64) - 1.0)
+        for k in range(count):
+            x_offset = (keypoints[0, k, 0] / stride[0] - grid_x) / radius
+            y_offset = (keypoints[0, k, 1] / stride[1] - grid_y) / radius
+            inside = np.where(x_offset**2 + y_offset**2 <= 1)[0]
+            if keypoints_visible[0, k] > 0.5:
+                target[k, 0, inside] = 1
+                target[k, 1, inside] = x_offset[inside]
+                target[k, 2, inside] = y_offset[inside]
+        return {
+            "heatmaps": target.reshape(count * 3, height, width),
+            "keypoint_weights": np.asarray(keypoints_visible, dtype=np.float32).copy(),
+        }
 
     def decode(self, encoded: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        if self.heatmap_type != "gaussian":
-            return super().decode(encoded)
         heatmaps = encoded.copy()
-        keypoints, scores = get_heatmap_maximum(heatmaps)
-        keypoints, scores = keypoints[None], scores[None]  # one instance, as 1.x's
-        keypoints[0] = _dark_udp_0x(keypoints[0], heatmaps, self.blur_kernel_size)
         width, height = self.heatmap_size
-        return keypoints / [width - 1, height - 1] * self.input_size, scores
+        if self.heatmap_type == "combined":
+            keypoints, scores = _combined_0x(heatmaps, self.blur_kernel_size, self.radius_factor)
+        else:
+            keypoints, scores = get_heatmap_maximum(heatmaps)
+            keypoints = _dark_udp_0x(keypoints, heatmaps, self.blur_kernel_size)
+        # one instance, as 1.x's
+        return keypoints[None] / [width - 1, height - 1] * self.input_size, scores[None]
+
+
+def _combined_0x(heatmaps: np.ndarray, kernel: int, radius_factor: float) -> tuple[np.ndarray, np.ndarray]:
+    """0.29's ``CombinedTarget`` decoding of one instance's 3K x H x W maps (blurred in place): its
+    index arithmetic too, so a disc with no positive value (its maximum at (-1, -1), as 1.x's
+    ``get_heatmap_maximum`` gives it) reads its offsets where 0.29 read them, W + 1 values before
+    its own map (0.29 decoded a batch at once: there, the first keypoint read the previous person's
+    last map, here its own person's, as decoding one person at a time does in 0.29)."""
+    import cv2
+
+    _, height, width = heatmaps.shape
+    for i, heatmap in enumerate(heatmaps):
+        size = 2 * kernel + 1 if i % 3 == 0 else kernel
+        cv2.GaussianBlur(heatmap, (size, size), 0, heatmap)
+    radius = radius_factor * height
+    offset_x = heatmaps[1::3].flatten() * radius
+    offset_y = heatmaps[2::3].flatten() * radius
+    keypoints, scores = get_heatmap_maximum(heatmaps[::3])
+    index = (keypoints[:, 0] + keypoints[:, 1] * width).flatten()
+    index += width * height * np.arange(0, len(keypoints))
+    index = index.astype(int)
+    keypoints += np.stack((offset_x[index], offset_y[index]), axis=-1)
+    return keypoints, scores
 
 
 def _dark_udp_0x(coords: np.ndarray, heatmaps: np.ndarray, kernel: int) -> np.ndarray:

@@ -25,7 +25,7 @@ OFFICIAL = 416
 #: how many convert today (2026-12-06: top-down heatmap models with COCO-style mAP, then PCK, PCKh,
 #: AUC, EPE, NME, then heads that merged feature maps and ViPNAS's, then DeepPose's regression heads, UDP, AdaptiveWing and multi-stage heads;
 #: 2026-12-07: MSPN's and RSN's multi-stage multi-unit heads and Megvii's targets): a fall is a regression
-CONVERTED = 330
+CONVERTED = 331
 #: the 1.x evaluators converted configs name (mmfix's 0x copies where 0.x normalised otherwise)
 METRICS = {
     "CocoMetric",

@@ -60,6 +60,8 @@ CASES = [
     f"body/{TOPDOWN}/coco/hourglass52_coco_256x256.py",
     # UDP: its unbiased warp, Gaussian encoding and DARK-UDP decoding (UDPHeatmap)
     f"body/{TOPDOWN}/coco/hrnet_w32_coco_256x192_udp.py",
+    # UDP's combined targets: a disc and x, y offsets a keypoint, decoded as 0.x's CombinedTarget
+    f"body/{TOPDOWN}/coco/hrnet_w32_coco_256x192_udp_regress.py",
     # MSPN's and RSN's multi-stage multi-unit heads (MSPNHead) and Megvii's decoding
     f"body/{TOPDOWN}/coco/2xmspn50_coco_256x192.py",
     f"body/{TOPDOWN}/coco/rsn18_coco_256x192.py",
@@ -176,7 +178,7 @@ def test_0x_checkpoint_predicts_keypoints_on_mmpose_1x_as_on_0x(made: list[dict]
         assert np.ptp(reference[:, 0]) > 5 and np.ptp(reference[:, 1]) > 5, reference[:, :2]
         compared = np.ones(len(reference), dtype=bool)
         tolerance = 1e-3
-        if "_udp" in job["config"]:
+        if "_udp" in job["config"] and "_regress" not in job["config"]:  # (combined targets: no Taylor step)
             # UDP's decoding is DARK's Taylor step too, on log heatmaps clipped below (it stays put
             # where 0.x's DARK flies off): the environments' rounding moves it by thousandths of a
             # pixel (0.005 px seen), every keypoint compared
@@ -331,6 +333,26 @@ def _heatmaps(rng: np.random.Generator, count: int, keypoints: int, height: int,
     return maps
 
 
+def _combined_maps(rng: np.random.Generator, maps: np.ndarray, radius: float) -> np.ndarray:
+    """UDP's combined outputs as trained models give them, three maps a keypoint: the disc (here
+    ``maps``' peak; one keypoint in eight with no positive value, as an occluded one), and the x and
+    y offsets to a place near the peak, over ``radius``, with noise."""
+    count, keypoints, height, width = maps.shape
+    ys, xs = np.mgrid[0:height, 0:width].astype(np.float32)
+    out = np.zeros((count, keypoints * 3, height, width), np.float32)
+    for n in range(count):
+        for k in range(keypoints):
+            disc = maps[n, k]
+            if rng.random() < 0.125:
+                disc = -np.abs(disc) - 0.01
+            y, x = np.unravel_index(np.argmax(maps[n, k]), maps[n, k].shape)
+            cx, cy = x + rng.uniform(-0.8, 0.8), y + rng.uniform(-0.8, 0.8)
+            out[n, 3 * k] = disc
+            out[n, 3 * k + 1] = (cx - xs) / radius + rng.normal(0, 0.3, xs.shape)
+            out[n, 3 * k + 2] = (cy - ys) / radius + rng.normal(0, 0.3, ys.shape)
+    return out
+
+
 def test_0x_heatmap_decoding_as_mmpose_0x(mmpose_runs: None, mmdet2_python: Path, tmp_path: Path) -> None:
     """The converted configs' decoders against 0.29's ``keypoints_from_heatmaps`` on heatmaps as
     trained models give them (the seeded models of the test above give flat ones, on which DARK's
@@ -338,15 +360,17 @@ def test_0x_heatmap_decoding_as_mmpose_0x(mmpose_runs: None, mmdet2_python: Path
     1.x's ``MSRAHeatmap`` does not compute on the heatmap's second rows and columns: shown), 1.x's
     unbiased (DARK) decoding, which a converted DARK config keeps, and ``UDPHeatmap0x`` (0.x's
     ``use_udp=True``: DARK's UDP step after a plain blur, where stock 1.x's ``UDPHeatmap`` blurs
-    otherwise: shown), and 1.x's ``MegviiHeatmap`` for 0.x's ``post_process='megvii'`` (MSPN, RSN:
-    a converted config's decoder, blurred by its ``modulate_kernel``)."""
+    otherwise: shown), also for UDP's combined targets (0.x blurred the offsets, 1.x does not: shown),
+    and 1.x's ``MegviiHeatmap`` for 0.x's ``post_process='megvii'`` (MSPN, RSN: a converted config's
+    decoder, blurred by its ``modulate_kernel``)."""
     from mmpose.codecs import MegviiHeatmap, MSRAHeatmap, UDPHeatmap
 
     from mmfix._legacy_models.mmpose import MSRAHeatmap0x, UDPHeatmap0x
 
     height, width = 64, 48
     maps = _heatmaps(np.random.default_rng(7), 24, 17, height, width)
-    np.savez(tmp_path / "heatmaps.npz", heatmaps=maps)
+    combined = _combined_maps(np.random.default_rng(8), maps, radius=0.0546875 * height)
+    np.savez(tmp_path / "heatmaps.npz", heatmaps=maps, combined=combined)
     job = {"toolbox": "mmpose-decode", "heatmaps": str(tmp_path / "heatmaps.npz"), "kernel": 11, "megvii_kernel": 5}
     job["out"] = str(tmp_path / "decoded0x.npz")
     predict_0x(mmdet2_python, [job], tmp_path)
@@ -371,27 +395,34 @@ def test_0x_heatmap_decoding_as_mmpose_0x(mmpose_runs: None, mmdet2_python: Path
                 parted[post_process] += int((moved > 0.2).any(axis=1).sum())
     # stock 1.x's refinement and blur differ there: what the copies are for
     assert parted["default"] > 20 and parted["udp"] > 20, parted
+    # UDP's combined targets (0.x's target_type='CombinedTarget'): 0.x blurred the offsets too (and
+    # one keypoint in eight has no positive disc value: 0.x's index arithmetic, kept)
+    combined_sizes = {k: v for k, v in sizes.items() if k != "sigma"}
+    decoder = UDPHeatmap0x(**combined_sizes, heatmap_type="combined", blur_kernel_size=11)
+    stock_combined = UDPHeatmap(**combined_sizes, heatmap_type="combined", blur_kernel_size=11)
+    parted_combined = 0
+    for n in range(len(combined)):
+        keypoints, scores = decoder.decode(combined[n])
+        np.testing.assert_allclose(keypoints[0] / 4, reference["combined"][n], rtol=0, atol=1e-3)
+        np.testing.assert_allclose(scores[0], reference["combined_scores"][n], rtol=1e-6)
+        moved = np.abs(stock_combined.decode(combined[n])[0][0] / 4 - reference["combined"][n])
+        parted_combined += int((moved > 0.2).any(axis=1).sum())
+    assert (reference["combined_scores"] <= 0).sum() > 20
+    assert parted_combined > 100, parted_combined
 
 
-def test_0x_megvii_targets_as_mmpose_0x(mmpose_runs: None, mmdet2_python: Path, tmp_path: Path) -> None:
-    """MSPN's training targets: 0.29's ``TopDownGenerateTarget(encoding='Megvii')`` with the real
-    2xmspn50 config's eight kernels (one per stage and unit) against the converted config's
-    ``GenerateTarget(multilevel=True)`` (five ``MegviiHeatmap`` levels, each stage and unit reading
-    its level): the same heatmaps and weights for every stage and unit, on seeded keypoints in and
-    out of the input (and invisible ones)."""
+def _target_job(mmdet2_python: Path, name: str, tmp_path: Path) -> tuple[dict, dict, list]:
+    """The 0.x config's ``TopDownGenerateTarget`` as a job for 0.29 on 12 seeded cases (keypoints in
+    and out of the input, invisible ones), and the converted config."""
     from mmengine.config import Config
-    from mmpose.datasets.transforms import GenerateTarget
 
     from mmfix._configs import convert
 
-    config = configs_0x(mmdet2_python, "mmpose") / f"body/{TOPDOWN}/coco/2xmspn50_coco_256x192.py"
+    config = configs_0x(mmdet2_python, "mmpose") / f"body/{TOPDOWN}/coco/{name}"
     fromfile = getattr(Config.fromfile, "__wrapped__", Config.fromfile)  # stock: the 0.x dict
     old = fromfile(str(config)).to_dict()
     target_0x = next(t for t in old["train_pipeline"] if t["type"] == "TopDownGenerateTarget")
     out, _ = convert(old, "mmpose")
-    step = next(t for t in out["train_dataloader"]["dataset"]["pipeline"] if t["type"] == "GenerateTarget")
-    levels = out["model"]["head"]["level_indices"]
-    assert len(levels) == len(target_0x["kernel"]) == 8 and len(step["encoder"]) == 5
     rng = np.random.default_rng(5)
     cases = [
         {
@@ -406,19 +437,59 @@ def test_0x_megvii_targets_as_mmpose_0x(mmpose_runs: None, mmdet2_python: Path, 
         "image_size": old["data_cfg"]["image_size"],
         "heatmap_size": old["data_cfg"]["heatmap_size"],
         "cases": cases,
-        "out": str(tmp_path / "targets0x.npz"),
+        "out": str(tmp_path / f"targets0x-{name}.npz"),
     }
-    predict_0x(mmdet2_python, [job], tmp_path)
-    reference = np.load(job["out"])
+    return job, out, cases
+
+
+def _generated(out: dict, case: dict) -> dict:
+    from mmpose.datasets.transforms import GenerateTarget
+
+    step = next(t for t in out["train_dataloader"]["dataset"]["pipeline"] if t["type"] == "GenerateTarget")
     generate = GenerateTarget(**{k: v for k, v in step.items() if k != "type"})
+    return generate(
+        {
+            "keypoints": np.asarray(case["keypoints"], np.float32)[None],
+            "keypoints_visible": np.asarray(case["visible"], np.float32)[None],
+        }
+    )
+
+
+def test_0x_training_targets_as_mmpose_0x(mmpose_runs: None, mmdet2_python: Path, tmp_path: Path) -> None:
+    """0.29's ``TopDownGenerateTarget`` of two real configs against the converted configs'
+    ``GenerateTarget``, on seeded keypoints in and out of the input (and invisible ones): the same
+    targets and weights. MSPN's Megvii targets: 2xmspn50's eight kernels (one per stage and unit)
+    as ``GenerateTarget(multilevel=True)`` over five ``MegviiHeatmap`` levels, each stage and unit
+    reading its level. UDP's combined targets (hrnet_w32 udp_regress): ``UDPHeatmap0x``'s disc and
+    offsets (stock 1.x's writes offsets outside the disc too: shown)."""
+    from mmpose.codecs import UDPHeatmap
+
+    megvii, out, cases = _target_job(mmdet2_python, "2xmspn50_coco_256x192.py", tmp_path)
+    combined, combined_out, _ = _target_job(mmdet2_python, "hrnet_w32_coco_256x192_udp_regress.py", tmp_path)
+    predict_0x(mmdet2_python, [megvii, combined], tmp_path)
+
+    reference = np.load(combined["out"])
+    codec = dict(combined_out["codec"])
+    assert codec.pop("type") == "UDPHeatmap0x" and codec["heatmap_type"] == "combined"
+    stock, parted = UDPHeatmap(**codec), 0
+    for n, case in enumerate(cases):
+        results = _generated(combined_out, case)
+        np.testing.assert_allclose(results["heatmaps"], reference["target"][n], rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(results["keypoint_weights"][0], reference["target_weight"][n][:, 0])
+        assert results["heatmaps"][0::3].sum() > 50  # discs were drawn
+        keypoints = np.asarray(case["keypoints"], np.float32)[None]
+        visible = np.asarray(case["visible"], np.float32)[None]
+        parted += int(not np.allclose(stock.encode(keypoints, visible)["heatmaps"], reference["target"][n]))
+    assert parted == len(cases)
+
+    reference = np.load(megvii["out"])
+    target_0x = megvii["target"]
+    step = next(t for t in out["train_dataloader"]["dataset"]["pipeline"] if t["type"] == "GenerateTarget")
+    levels = out["model"]["head"]["level_indices"]
+    assert len(levels) == len(target_0x["kernel"]) == 8 and len(step["encoder"]) == 5
     outside = 0
     for n, case in enumerate(cases):
-        results = generate(
-            {
-                "keypoints": np.asarray(case["keypoints"], np.float32)[None],
-                "keypoints_visible": np.asarray(case["visible"], np.float32)[None],
-            }
-        )
+        results = _generated(out, case)
         for unit, level in enumerate(levels):  # each stage and unit: its 0.x target, its 1.x level
             np.testing.assert_allclose(results["heatmaps"][level], reference["target"][n][unit], rtol=1e-5, atol=1e-4)
             np.testing.assert_array_equal(
@@ -437,6 +508,9 @@ LOSSES_0X = [
     # MSPN's and RSN's online hard keypoint mining (the inputs' 5 keypoints: a smaller top-k)
     ("heatmap", {"type": "JointsOHKMMSELoss", "use_target_weight": True, "topk": 3}),
     ("heatmap", {"type": "JointsOHKMMSELoss", "use_target_weight": False, "topk": 2, "loss_weight": 0.5}),
+    # UDP's combined targets (hrnet_w32_coco_256x192_udp_regress.py): a disc and x, y offsets a keypoint
+    ("combined", {"type": "CombinedTargetMSELoss", "use_target_weight": True}),
+    ("combined", {"type": "CombinedTargetMSELoss", "use_target_weight": False, "loss_weight": 0.5}),
     ("regression", {"type": "SmoothL1Loss", "use_target_weight": True}),
     ("regression", {"type": "SmoothL1Loss", "use_target_weight": False, "loss_weight": 2.0}),
     ("regression", {"type": "WingLoss", "use_target_weight": True}),
@@ -462,11 +536,12 @@ inputs = {name: torch.from_numpy(array) for name, array in np.load(job["inputs"]
 out = {}
 for index, (kind, row) in enumerate(job["losses"]):
     rle = row["type"] == "RLELoss"
-    if kind == "heatmap":
-        head = {"type": "TopdownHeatmapSimpleHead", "in_channels": 8, "out_channels": 5, "loss_keypoint": dict(row)}
+    if kind in ("heatmap", "combined"):
+        channels = 5 if kind == "heatmap" else 15
+        head = {"type": "TopdownHeatmapSimpleHead", "in_channels": 8, "out_channels": channels, "loss_keypoint": dict(row)}
         loss = MODELS.build(_heatmap_head(head, {}, Report())[0]["loss"])
-        output = inputs["heatmaps"].clone().requires_grad_(True)
-        value = loss(output, inputs["heatmap_targets"], inputs["weight"])  # 1.x's heads: (N, K) weights
+        output = inputs[f"{kind}s"].clone().requires_grad_(True)
+        value = loss(output, inputs[f"{kind}_targets"], inputs["weight"])  # 1.x's heads: (N, K) weights
     else:
         head = {"type": "DeepposeRegressionHead", "in_channels": 8, "num_joints": 5, "loss_keypoint": dict(row), "out_sigma": rle}
         loss = MODELS.build(_regression_head(head, Report())["loss"])
@@ -486,7 +561,7 @@ np.savez(job["current"], **out)
 def test_0x_losses_compute_as_the_1x_ones_they_become(
     mmpose_runs: None, mmdet2_python: Path, torchvision_path: Path, tmp_path: Path
 ) -> None:
-    """Each 0.x heatmap and regression loss a top-down config names, converted by mmfix's rules and
+    """Each 0.x heatmap (and combined-target) and regression loss a top-down config names, converted by mmfix's rules and
     built by MMPose 1.x, on the same outputs (heatmaps; coordinates and RLE's sigmas), targets and
     visibility weights (and RLE's same flow model): the same value and gradient as 0.29's own."""
     rng = np.random.default_rng(2026)
@@ -497,6 +572,8 @@ def test_0x_losses_compute_as_the_1x_ones_they_become(
         weight=(rng.random((3, 5)) < 0.7).astype(np.float32),
         heatmaps=rng.normal(0.2, 0.3, (3, 5, 8, 6)).astype(np.float32),
         heatmap_targets=rng.uniform(0.0, 1.0, (3, 5, 8, 6)).astype(np.float32),
+        combineds=rng.normal(0.2, 0.3, (3, 15, 8, 6)).astype(np.float32),
+        combined_targets=rng.uniform(-1.0, 1.0, (3, 15, 8, 6)).astype(np.float32),
     )
     job = {
         "toolbox": "mmpose-loss",

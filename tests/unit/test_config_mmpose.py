@@ -535,6 +535,45 @@ def test_udp_s_warp_encoding_and_decoding_are_1x_s_udp_heatmap_codec() -> None:
     assert out["codec"]["blur_kernel_size"] == 17
 
 
+def udp_combined(**test_cfg):
+    """hrnet_w32_coco_256x192_udp_regress.py's settings: UDP's combined targets (a disc and x, y
+    offsets per keypoint), three channels a keypoint, CombinedTargetMSELoss."""
+    cfg = udp(target_type="CombinedTarget", **test_cfg)
+    cfg["model"]["keypoint_head"]["out_channels"] = 3 * 17
+    cfg["model"]["keypoint_head"]["loss_keypoint"] = {"type": "CombinedTargetMSELoss", "use_target_weight": True}
+    for t in cfg["data"]["train"]["pipeline"]:
+        if t["type"] == "TopDownGenerateTarget":
+            t.update(target_type="CombinedTarget")
+    return cfg
+
+
+def test_udp_s_combined_targets_are_1x_s_combined_udp_heatmap_with_0x_s_decoding() -> None:
+    # 1.x's td-hm_hrnet-w32_udp-regress-8xb64-210e_coco-256x192.py: UDPHeatmap(heatmap_type='combined'),
+    # HeatmapHead(out_channels=51, CombinedTargetMSELoss), compute_acc=False, flip_mode='udp_combined'
+    out, _ = convert(udp_combined(), "mmpose")
+    codec = {
+        "type": "UDPHeatmap0x",  # 0.x's targets (offsets inside the disc) and blur of the offsets
+        "input_size": (192, 256),
+        "heatmap_size": (48, 64),
+        "heatmap_type": "combined",
+        "radius_factor": 0.0546875,
+        "blur_kernel_size": 11,
+    }
+    assert out["codec"] == codec and out["model"]["head"]["decoder"] == codec
+    target = [t for t in out["train_dataloader"]["dataset"]["pipeline"] if t["type"] == "GenerateTarget"]
+    assert target == [{"type": "GenerateTarget", "encoder": codec}]
+    head = out["model"]["head"]
+    assert head["out_channels"] == 51
+    assert head["loss"] == {"type": "CombinedTargetMSELoss", "use_target_weight": True}
+    assert out["model"]["train_cfg"] == {"compute_acc": False}
+    assert out["model"]["test_cfg"] == {"flip_test": True, "flip_mode": "udp_combined", "shift_heatmap": False}
+    radius = udp_combined(valid_radius_factor=0.06)
+    radius["data"]["train"]["pipeline"][-2]["valid_radius_factor"] = 0.06
+    out, _ = convert(radius, "mmpose")
+    assert out["codec"]["radius_factor"] == 0.06
+    assert "train_cfg" not in convert(udp(), "mmpose")[0]["model"]  # Gaussian heatmaps: 1.x's accuracy
+
+
 def test_udp_encoding_and_decoding_that_disagree_or_are_not_converted_stop_with_one_clear_error() -> None:
     with pytest.raises(ConfigConversionError, match="encoded the targets with UDP and decoded without UDP"):
         convert(udp(use_udp=False), "mmpose")
@@ -543,12 +582,12 @@ def test_udp_encoding_and_decoding_that_disagree_or_are_not_converted_stop_with_
         convert(cfg, "mmpose")
     with pytest.raises(ConfigConversionError, match="encoded GaussianHeatmap targets and decoded CombinedTarget"):
         convert(udp(target_type="CombinedTarget"), "mmpose")
-    combined = udp(target_type="CombinedTarget")
-    for t in combined["data"]["train"]["pipeline"]:
-        if t["type"] == "TopDownGenerateTarget":
-            t.update(target_type="CombinedTarget", valid_radius_factor=0.0546875)
-    with pytest.raises(ConfigConversionError, match="UDP's CombinedTarget encoding is not converted yet"):
-        convert(combined, "mmpose")
+    with pytest.raises(ConfigConversionError, match=r"valid_radius_factor=0\.0546875 and decoded with 0\.06"):
+        convert(udp_combined(valid_radius_factor=0.06), "mmpose")
+    several = udp_combined()
+    several["data"]["train"]["pipeline"][-2]["valid_radius_factor"] = [0.05, 0.06]
+    with pytest.raises(ConfigConversionError, match="an encoding of several radii is not converted yet"):
+        convert(several, "mmpose")
     with pytest.raises(ConfigConversionError, match="Megvii's blur on a UDP encoding is not converted yet"):
         convert(udp(post_process="megvii"), "mmpose")
 
