@@ -117,6 +117,20 @@ LOSSES = {
 #: its arguments, kept as they were (0.x's defaults are 1.x's)
 MSMU_HEADS = {"TopdownHeatmapMSMUHead": "MSPNHead"}
 MSMU_HEAD_ARGS = ("out_shape", "unit_channels", "out_channels", "num_stages", "num_units", "use_prm", "norm_cfg")
+#: What MMPose 0.29 had and MMPose 1.x has not, by 0.x type: no data set, model or head to convert
+#: to (1.3.2's packages and configs have none of these). Refused first, saying so.
+NO_1X = {
+    "NVGestureDataset": "gesture recognition (NVGesture, MTUT's I3D models)",
+    "GestureRecognizer": "gesture recognition (NVGesture, MTUT's I3D models)",
+    "Body3DMviewDirectPanopticDataset": "multi-view 3D pose estimation (VoxelPose and its data sets)",
+    "Body3DMviewDirectShelfDataset": "multi-view 3D pose estimation (VoxelPose and its data sets)",
+    "Body3DMviewDirectCampusDataset": "multi-view 3D pose estimation (VoxelPose and its data sets)",
+    "DetectAndRegress": "multi-view 3D pose estimation (VoxelPose and its data sets)",
+    "MeshAdversarialDataset": "human mesh recovery (HMR, its SMPL data sets)",
+    "ParametricMesh": "human mesh recovery (HMR, its SMPL data sets)",
+    "AEHigherResolutionHead": "HigherHRNet (its higher-resolution associative-embedding head)",
+    "AEMultiStageHead": "multi-stage associative-embedding head (Hourglass-AE)",
+}
 #: 0.x's TopDown test_cfg default for the blur of Megvii's and DARK's decodings
 MODULATE_KERNEL_0X = 11
 #: UDP's targets 0.x encoded (TopDownGenerateTarget.target_type) -> 1.x's UDPHeatmap.heatmap_type;
@@ -951,8 +965,42 @@ def convert_model(src: dict[str, Any], out: dict[str, Any], report: Report, stat
 
 
 # ----------------------------------------------------------------------------- the whole config
+def _check_1x_has_it(src: dict[str, Any]) -> None:
+    """Stop first, and say so, where MMPose 1.x has nothing the config's model or data could become
+    (``NO_1X``): not a conversion to wait for, unlike what ``_not_yet`` names."""
+    model = src.get("model") or {}
+    head = model.get("keypoint_head") if isinstance(model, dict) else None
+    found: list[tuple[str, Any]] = []
+    if isinstance(head, dict):
+        found.append(("model.keypoint_head.type", head.get("type")))
+    if isinstance(model, dict):
+        found.append(("model.type", model.get("type")))
+
+    def datasets(where: str, ds: Any) -> None:
+        if isinstance(ds, list):
+            for i, d in enumerate(ds):
+                datasets(f"{where}[{i}]", d)
+        elif isinstance(ds, dict):
+            found.append((f"{where}.type", ds.get("type")))
+            for inner in ("dataset", "datasets"):
+                if inner in ds:
+                    datasets(f"{where}.{inner}", ds[inner])
+
+    for split in ("train", "val", "test"):
+        datasets(f"data.{split}", (src.get("data") or {}).get(split))
+    for key, kind in found:
+        if isinstance(kind, str) and kind in NO_1X:
+            raise ConfigConversionError(
+                key,
+                kind,
+                f"MMPose 1.x has no {NO_1X[kind]} at all, so this is not a conversion to wait for: run this "
+                "config with MMPose 0.x (and mmcv-full 1.x), or choose a model MMPose 1.x has.",
+            )
+
+
 def rules(src: dict[str, Any], out: dict[str, Any], report: Report) -> None:
     """MMPose 0.x's sections of ``src`` (a private plain copy) into ``out`` (1.x keys)."""
+    _check_1x_has_it(src)
     if "runner" in src:
         report.drop("runner", "MMPose 0.x always trained with EpochBasedRunner for total_epochs")
         src.pop("runner")

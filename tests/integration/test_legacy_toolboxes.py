@@ -365,11 +365,12 @@ def test_mmpose_0x_config_is_written_out_converted_with_mmposes_rules(tmp_path: 
 
 
 def test_mmpose_0x_config_not_converted_yet_stops_with_one_clear_error(tmp_path: Path) -> None:
-    # a bottom-up model, as MMPose 0.29's associative_embedding configs write it (not converted yet)
-    config = tmp_path / "higherhrnet_0x.py"
+    # a bottom-up model, as MMPose 0.29's associative_embedding configs write it (not converted yet;
+    # MMPose 1.x has an associative-embedding head, but no HigherHRNet's: that one is refused as such)
+    config = tmp_path / "ae_hrnet_0x.py"
     config.write_text(
         "model = dict(type='AssociativeEmbedding', backbone=dict(type='HRNet'), keypoint_head=dict(\n"
-        "    type='AEHigherResolutionHead', in_channels=32, num_joints=17))\n"
+        "    type='AESimpleHead', in_channels=32, num_joints=17))\n"
         "data = dict(samples_per_gpu=24, workers_per_gpu=2, train=dict(type='BottomUpCocoDataset',\n"
         "    ann_file='a.json', img_prefix='img/', data_cfg=dict(), pipeline=[]))\n"
         "optimizer = dict(type='Adam', lr=0.0015)\nlr_config = dict(policy='step', step=[200, 260])\n"

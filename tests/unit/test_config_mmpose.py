@@ -7,6 +7,7 @@ merged); the 1.x side is MMPose 1.3.2's td-hm_res50_8xb64-210e_coco-256x192.py.
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 
@@ -195,6 +196,26 @@ def test_0x_photometric_distortion_is_kept_as_0x_drew_it() -> None:
 def test_what_is_not_converted_yet_stops_with_one_clear_error(change) -> None:
     with pytest.raises(ConfigConversionError, match="not converted yet"):
         convert(coco(**copy.deepcopy(change)), "mmpose")
+
+
+@pytest.mark.parametrize(
+    ("change", "key", "what"),
+    [
+        ({"model__keypoint_head__type": "AEHigherResolutionHead"}, "model.keypoint_head.type", "HigherHRNet"),
+        ({"model__type": "GestureRecognizer"}, "model.type", "gesture recognition"),
+        (
+            {"data__train": {"type": "RepeatDataset", "times": 2, "dataset": {"type": "MeshAdversarialDataset"}}},
+            "data.train.dataset.type",
+            "human mesh recovery",
+        ),
+    ],
+)
+def test_what_mmpose_1x_has_no_counterpart_for_says_so_first(change, key, what) -> None:
+    """Not "not converted yet": nothing in MMPose 1.x to convert to (and said before any other rule
+    would stop on something else, e.g. the bottom-up data set of a HigherHRNet config)."""
+    with pytest.raises(ConfigConversionError, match=f"`{re.escape(key)}` .* MMPose 1.x has no {what}") as caught:
+        convert(coco(**change), "mmpose")
+    assert "not a conversion to wait for" in str(caught.value) and "not converted yet" not in str(caught.value)
 
 
 @pytest.mark.parametrize(
