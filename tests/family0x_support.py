@@ -389,8 +389,9 @@ def write_keypoint_eval_data(
 
     ``layout``: ``coco`` (one annotation per image, with every field a 0.x or 1.x top-down loader
     reads: box, keypoints, ``center``/``scale``, AFLW's ``box_size``, Panoptic's ``head_size``),
-    ``jhmdb`` (the same, 1-based as JHMDB's) or ``mpii`` (MPII's JSON list, 1-based, and its
-    ``mpii_gt_val.mat``). ``crop``: every image that size and its box the whole image (Fly's,
+    ``jhmdb`` (the same, 1-based as JHMDB's), ``mpii`` (MPII's JSON list, 1-based, and its
+    ``mpii_gt_val.mat``) or ``mpii_trb`` (MPII-TRB's: ``center``/``scale`` and a ``headbox`` per
+    annotation, image ids the file names' numbers). ``crop``: every image that size and its box the whole image (Fly's,
     Locust's, FreiHand's). Boxes cross the image's edges now and then, some keypoints are not
     labelled. Predictions (keyed by image file name, K x 2, 0-based as the loaders read the ground
     truth) are the ground truth moved by a normal error of 0.12 box sides, so that thresholds split
@@ -438,12 +439,14 @@ def write_keypoint_eval_data(
                 }
             )
             continue
-        # ids of one length: 0.29's JHMDB evaluate sorts its results by "<image id>_<n>" strings
-        images.append({"id": 101 + index, "file_name": name, "height": height, "width": width})
+        # ids of one length: 0.29's JHMDB evaluate sorts its results by "<image id>_<n>" strings;
+        # MPII-TRB's 0.29 loader keys its images by their file names' numbers
+        image_id = index + 1 if layout == "mpii_trb" else 101 + index
+        images.append({"id": image_id, "file_name": name, "height": height, "width": width})
         annotations.append(
             {
                 "id": 101 + index,
-                "image_id": 101 + index,
+                "image_id": image_id,
                 "category_id": 1,
                 "bbox": [round(v, 2) for v in (x + one_based, y + one_based, w, h)],
                 "area": w * h,
@@ -455,6 +458,9 @@ def write_keypoint_eval_data(
                 "box_size": float(np.sqrt(w * h)),
                 "head_size": float(rng.uniform(15, 40)),
                 "segmentation": [],
+                # MPII-TRB's head box (x1, y1, x2, y2): its diagonal times 0.3 is the PCKh threshold
+                "headbox": [x, y, x + w * float(rng.uniform(0.3, 0.6)), y + h * float(rng.uniform(0.3, 0.6))],
+                "num_joints": keypoints,
             }
         )
     if layout == "mpii":

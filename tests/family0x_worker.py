@@ -354,6 +354,17 @@ def _pose_evaluate(job: dict) -> None:
     values = dataset.evaluate(results, res_folder=job["res_folder"], metric=cfg.evaluation.metric)
     with open(job["out"], "w") as fh:
         json.dump({name: float(value) for name, value in dict(values).items()}, fh)
+    if job.get("boxes_out"):  # the boxes the data set read (center; scale in pixels, 0.x's units x 200)
+        boxes = [
+            {
+                "file": item["image_file"][len(job["img_prefix"]) :],
+                "center": np.asarray(item["center"], np.float64).tolist(),
+                "scale": (np.asarray(item["scale"], np.float64) * 200.0).tolist(),
+            }
+            for item in dataset.db
+        ]
+        with open(job["boxes_out"], "w") as fh:
+            json.dump(boxes, fh)
 
 
 def _loss_inputs(seed: int):

@@ -87,12 +87,13 @@ DETECTED_BOX_DATASETS = frozenset(
 )
 #: test data sets whose 0.x metric normalises by the annotation, which the 1.x class drops: mmfix's
 #: copy keeps it (mmfix/_legacy_models/mmpose.py)
-RAW_ANNOTATION_DATASETS = ("TopDownJhmdbDataset", "FaceAFLWDataset")
-#: 0.x data sets whose 1.x class reads the annotations' boxes otherwise (a converted config would
-#: crop other boxes): refused until mmfix keeps 0.x's reading
+RAW_ANNOTATION_DATASETS = ("TopDownJhmdbDataset", "FaceAFLWDataset", "TopDownMpiiTrbDataset")
+#: 0.x data sets whose 1.x class reads the annotations' boxes otherwise: mmfix's copy reads them as
+#: 0.x did, on every split (its input size passed on), and keeps what the 0.x metric reads
 OTHER_BOXES_1X = {
-    "TopDownMpiiTrbDataset": "0.29 read an annotation's scale as a box of image_size / scale pixels, MMPose 1.x's "
-    "MpiiTrbDataset as 200 x scale",
+    # 0.29 read an annotation's scale as a box of image_size / scale pixels (and skipped annotations
+    # without keypoints); 1.x's MpiiTrbDataset as 200 x scale
+    "TopDownMpiiTrbDataset": "MpiiTrbDataset0x",
 }
 #: dataset arguments a 1.x class takes as 0.x's did (same name, same meaning)
 KEPT_DATASET_ARGS: dict[str, tuple[str, ...]] = {"DeepFashionDataset": ("subset",)}
@@ -137,6 +138,8 @@ MODULATE_KERNEL_0X = 11
 #: the combined targets' disc radius over the heatmap's height, 0.x's default (encoding and decoding)
 UDP_TARGETS = {"GaussianHeatmap": "gaussian", "CombinedTarget": "combined"}
 RADIUS_FACTOR_0X = 0.0546875
+#: the 1.x heads that take combined targets as 0.x's simple head did (no accuracy on them)
+COMBINED_HEADS = ("HeatmapHead", "ViPNASHead")
 #: 0.x regression heads, by ``out_sigma`` (RLE's sigmas beside the coordinates) -> 1.x's head, whose
 #: own load hook renames a 0.x head's weights (``loss`` -> ``loss_module``: RLE's flow model)
 REGRESSION_HEADS: dict[tuple[str, bool], str] = {
@@ -289,8 +292,9 @@ def _udp_codec(state: _State, target: dict[str, Any], test_cfg: dict[str, Any]) 
     out: dict[str, Any] = {"type": "UDPHeatmap", "input_size": state.image_size, "heatmap_size": state.heatmap_size}
     if kind == "CombinedTarget":
         # the disc's radius, set twice in 0.x: the pipeline's for the targets, test_cfg's for decoding
-        factor = target.pop("valid_radius_factor", RADIUS_FACTOR_0X)
         decode_factor = test_cfg.get("valid_radius_factor", RADIUS_FACTOR_0X)
+        # a config without a training pipeline's encoding: the decoding's
+        factor = target.pop("valid_radius_factor", RADIUS_FACTOR_0X if state.target is not None else decode_factor)
         if not isinstance(factor, (int, float)):  # several targets per keypoint
             raise _not_yet("TopDownGenerateTarget.valid_radius_factor", factor, "an encoding of several radii")
         if decode_factor != factor:
@@ -383,6 +387,8 @@ def _transform(t: dict[str, Any], state: _State, out: dict[str, Any], report: Re
         new = {"type": kind, **t}
         if kind == "TopDownHalfBodyTransform":
             new["image_size"] = "CODEC_INPUT_SIZE"
+        if kind == "PhotometricDistortion":  # the channel order 0.x's image had (1.x loads BGR)
+            new["rgb_0x"] = state.rgb
         _engine.legacy_component(new, out, report, where, kind + "0x", LEGACY_MODULE)
         return new
     elif kind == "NormalizeTensor":
@@ -452,8 +458,6 @@ def _dataset(ds: dict[str, Any], state: _State, out: dict[str, Any], report: Rep
     new_type = TOPDOWN_DATASETS.get(kind)
     if new_type is None:
         raise _not_yet(f"{where}.type", kind, f"the dataset {kind}")
-    if kind in OTHER_BOXES_1X:
-        raise _not_yet(f"{where}.type", kind, f"the dataset {kind} ({OTHER_BOXES_1X[kind]})")
     state.kinds.setdefault(where, kind)
     data_cfg = dict(ds.pop("data_cfg", {}) or {})
     if data_cfg:
@@ -461,6 +465,11 @@ def _dataset(ds: dict[str, Any], state: _State, out: dict[str, Any], report: Rep
         state.image_size = _size(data_cfg.get("image_size"), f"{where}.data_cfg.image_size")
         state.heatmap_size = _size(data_cfg.get("heatmap_size"), f"{where}.data_cfg.heatmap_size")
     new: dict[str, Any] = {"type": new_type, "data_mode": "topdown"}
+    if kind in OTHER_BOXES_1X:  # 0.x's box reading, which needs the input size
+        new["type"] = OTHER_BOXES_1X[kind]
+        new["image_size"] = "CODEC_INPUT_SIZE"
+        _engine.add_custom_import(out, LEGACY_MODULE)
+        report.moved(f"{where}: {kind}", f"{new['type']} (mmfix's copy: 0.x's boxes, which {new_type} reads otherwise)")
     if "ann_file" in ds:
         new["ann_file"] = ds.pop("ann_file")
     if "img_prefix" in ds:
@@ -474,7 +483,7 @@ def _dataset(ds: dict[str, Any], state: _State, out: dict[str, Any], report: Rep
     test = bool(ds.pop("test_mode", False)) or where != "data.train"
     if test:
         new["test_mode"] = True
-        if kind in RAW_ANNOTATION_DATASETS:  # the 0.x metric normalises by the annotation itself
+        if kind in RAW_ANNOTATION_DATASETS and kind not in OTHER_BOXES_1X:  # the 0.x metric reads the annotation
             _engine.legacy_component(new, out, report, where, new_type + "0x", LEGACY_MODULE)
         if kind == "TopDownMpiiDataset" and isinstance(new.get("ann_file"), str):
             # 0.x's evaluate read the head boxes from beside the annotation file; 1.x's data set does
@@ -489,7 +498,7 @@ def _dataset(ds: dict[str, Any], state: _State, out: dict[str, Any], report: Rep
         new["pipeline"] = convert_pipeline(pipeline, state, out, report, f"{where}.pipeline")
     for key in ds:
         raise _not_yet(f"{where}.{key}", ds[key], f"the dataset argument {key}")
-    report.moved(f"{where}: {kind}", f"{new_type}(data_mode='topdown')")
+    report.moved(f"{where}: {kind}", f"{new['type']}(data_mode='topdown')")
     return new
 
 
@@ -544,6 +553,8 @@ OWN_EVALUATE: dict[tuple[str, tuple[str, ...]], tuple[dict[str, Any], str | None
         None,
         {"PCKh": "PCK", "PCKh@0.1": "PCK@0.1", **{j: f"{j} PCK" for j in ("Head", "Shoulder", "Elbow", "Wrist")}},
     ),
+    # 0.29's own: PCKh at 0.3 of the head box's diagonal, pooled, for the skeleton, the contour and all
+    ("TopDownMpiiTrbDataset", ("PCKh",)): ({"type": "MpiiTrbPCKh0x", "thr": 0.3}, "MpiiTrbPCKh0x", {}),
     ("TopDownJhmdbDataset", ("PCK",)): (
         {"type": "JhmdbPCKAccuracy", "thr": PCK_THR, "norm_item": ["bbox"], "bbox_0x": "jhmdb"},
         "JhmdbPCKAccuracy0x",
@@ -940,6 +951,7 @@ def convert_model(src: dict[str, Any], out: dict[str, Any], report: Report, stat
                 codec_cfg, out, report, "the codec (data_cfg, model.test_cfg)", "MSRAHeatmap0x", LEGACY_MODULE
             )
         combined = codec_cfg.get("heatmap_type") == "combined"
+        _check_combined(new["head"], combined, state)
         new["test_cfg"] = {
             "flip_test": test_cfg.pop("flip_test", FLIP_TEST_0X),
             # 0.x's flip_back(target_type='CombinedTarget') also negated the x offsets: 1.x's mode
@@ -962,6 +974,40 @@ def convert_model(src: dict[str, Any], out: dict[str, Any], report: Report, stat
     for key in ("model", "train_dataloader", "val_dataloader", "test_dataloader", "train_pipeline", "val_pipeline"):
         if key in out:
             out[key] = _fill(out[key], codec_cfg, state)
+
+
+def _check_combined(head: dict[str, Any], combined: bool, state: _State) -> None:
+    """UDP's combined targets (three maps a keypoint) go with the one head and loss 0.x trained them
+    with; what 0.x could not train (or 1.x's other heads cannot: they measure an accuracy on one map
+    a keypoint) stops here rather than at the first step."""
+    loss = head.get("loss")
+    combined_loss = isinstance(loss, dict) and loss.get("type") == "CombinedTargetMSELoss"
+    if not combined:
+        if combined_loss:
+            raise ConfigConversionError(
+                "model.keypoint_head.loss_keypoint",
+                "CombinedTargetMSELoss",
+                "it reads combined targets (a disc and offsets a keypoint: TopDownGenerateTarget(encoding='UDP', "
+                "target_type='CombinedTarget')), and the pipeline makes Gaussian heatmaps; MMPose 0.x could not "
+                "train that either",
+            )
+        return
+    if head["type"] not in COMBINED_HEADS:
+        raise _not_yet("model.keypoint_head.type", head["type"], f"UDP's combined targets for a {head['type']}")
+    if not combined_loss:
+        raise ConfigConversionError(
+            "model.keypoint_head.loss_keypoint",
+            loss,
+            "the pipeline makes UDP's combined targets (a disc and x, y offsets a keypoint), which MMPose 0.x "
+            "trained with CombinedTargetMSELoss only: use it",
+        )
+    keypoints = state.data_cfg.get("num_output_channels")
+    if isinstance(keypoints, int) and head.get("out_channels") != 3 * keypoints:
+        raise ConfigConversionError(
+            "model.keypoint_head.out_channels",
+            head.get("out_channels"),
+            f"UDP's combined targets take three maps a keypoint: 3 x {keypoints} = {3 * keypoints}",
+        )
 
 
 # ----------------------------------------------------------------------------- the whole config

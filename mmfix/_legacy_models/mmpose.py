@@ -21,6 +21,8 @@ sets of fixed-size crops (Fly 192, Locust and Zebra 160, FreiHand 224), JHMDB's 
 by the box's longer side). ``PCKAccuracy0x``, ``JhmdbPCKAccuracy0x`` and ``NME0x`` are 1.x's metrics
 with 0.x's normalisation, read from the sample's ``raw_ann_info`` (1.x packs the annotation there;
 ``JhmdbDataset0x`` and ``AFLWDataset0x`` are 1.x's data sets keeping it, which theirs drop).
+MPII-TRB's PCKh, which 1.x has no metric for, is ``MpiiTrbPCKh0x`` on ``MpiiTrbDataset0x`` (its
+head boxes packed).
 
 ``PhotometricDistortion0x`` is 0.29's colour augmentation: 1.x's draws its values in another order
 and applies them otherwise (see the class).
@@ -32,23 +34,28 @@ as 0.x's UDP did; the loss: ``KeypointMSELoss0x`` counts every keypoint where 0.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import mmcv
 import numpy as np
 from mmcv.transforms import BaseTransform
+from mmengine.evaluator import BaseMetric
 from mmpose.codecs import MSRAHeatmap, UDPHeatmap
 from mmpose.codecs.utils import get_heatmap_maximum
-from mmpose.datasets import AFLWDataset, JhmdbDataset
+from mmpose.datasets import AFLWDataset, JhmdbDataset, MpiiTrbDataset
 from mmpose.evaluation.metrics import NME, JhmdbPCKAccuracy, PCKAccuracy
 from mmpose.models.losses import KeypointMSELoss
 from mmpose.registry import DATASETS, KEYPOINT_CODECS, METRICS, MODELS, TRANSFORMS
+from mmpose.structures.bbox import bbox_cs2xyxy
 
 __all__ = [
     "AFLWDataset0x",
     "JhmdbDataset0x",
     "JhmdbPCKAccuracy0x",
     "MSRAHeatmap0x",
+    "MpiiTrbDataset0x",
+    "MpiiTrbPCKh0x",
     "NME0x",
     "PCKAccuracy0x",
     "PhotometricDistortion0x",
@@ -196,11 +203,16 @@ class PhotometricDistortion0x(BaseTransform):
         contrast_range: Any = (0.5, 1.5),
         saturation_range: Any = (0.5, 1.5),
         hue_delta: int = 18,
+        rgb_0x: bool = True,
     ) -> None:
         self.brightness_delta = brightness_delta
         self.contrast_lower, self.contrast_upper = contrast_range
         self.saturation_lower, self.saturation_upper = saturation_range
         self.hue_delta = hue_delta
+        # 0.x's LoadImageFromFile gave RGB (its default channel_order) and 0.29's HSV step took it for
+        # BGR; 1.x's LoadImage gives BGR (the data preprocessor swaps): the channels are put in 0.x's
+        # order around the distortion, so that the hue turns the way it did
+        self.rgb_0x = rgb_0x
 
     @staticmethod
     def _convert(img: np.ndarray, alpha: float = 1, beta: float = 0) -> np.ndarray:
@@ -213,6 +225,8 @@ class PhotometricDistortion0x(BaseTransform):
 
     def transform(self, results: dict[str, Any]) -> dict[str, Any]:
         img = results["img"]
+        if self.rgb_0x:
+            img = np.ascontiguousarray(img[..., ::-1])
         if np.random.randint(2):
             img = self._convert(img, beta=np.random.uniform(-self.brightness_delta, self.brightness_delta))
         mode = np.random.randint(2)  # 1: contrast first, 0: last
@@ -220,7 +234,7 @@ class PhotometricDistortion0x(BaseTransform):
             img = self._contrast(img)
         hsv_mode = np.random.randint(4)
         if hsv_mode:
-            img = mmcv.bgr2hsv(img)  # 0.x's: whatever the channel order the image was loaded in
+            img = mmcv.bgr2hsv(img)  # 0.x's call, on the image in 0.x's channel order
             if hsv_mode in (1, 3):
                 img[:, :, 1] = self._convert(
                     img[:, :, 1], alpha=np.random.uniform(self.saturation_lower, self.saturation_upper)
@@ -232,14 +246,15 @@ class PhotometricDistortion0x(BaseTransform):
             img = self._contrast(img)
         if np.random.randint(2):  # 0.29's channel swap: drawn, its result dropped
             np.random.permutation(3)
-        results["img"] = img
+        results["img"] = np.ascontiguousarray(img[..., ::-1]) if self.rgb_0x else img
         return results
 
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}(brightness_delta={self.brightness_delta}, "
             f"contrast_range=({self.contrast_lower}, {self.contrast_upper}), "
-            f"saturation_range=({self.saturation_lower}, {self.saturation_upper}), hue_delta={self.hue_delta})"
+            f"saturation_range=({self.saturation_lower}, {self.saturation_upper}), hue_delta={self.hue_delta}, "
+            f"rgb_0x={self.rgb_0x})"
         )
 
 
@@ -484,3 +499,86 @@ class NME0x(NME):
             self.norm_item = "box_size"
         for result, sample in zip(self.results[len(self.results) - len(samples) :], samples):
             result["box_size"] = np.array([[float(sample["raw_ann_info"]["box_size"])]])
+
+
+@DATASETS.register_module()
+class MpiiTrbDataset0x(MpiiTrbDataset):
+    """0.29's ``TopDownMpiiTrbDataset`` reading of the annotations, on 1.x's ``MpiiTrbDataset``:
+    an annotation's ``scale`` is a box of ``image_size / scale`` pixels (0.29: ``image_size / scale
+    / 200`` in its units of 200 px; 1.x reads ``200 x scale``), annotations without keypoints are
+    skipped, and an annotation's image is the file whose name is its image id (0.29 keyed the
+    images so). Samples keep the annotation's head box (``raw_ann_info``, which PackPoseInputs puts
+    in the sample's meta information) for ``MpiiTrbPCKh0x``. ``image_size``: 0.x's
+    ``data_cfg.image_size`` ([w, h]), which a converted config passes on."""
+
+    def __init__(self, *args: Any, image_size: Any = None, **kwargs: Any) -> None:
+        if image_size is None:
+            raise ValueError(
+                "MpiiTrbDataset0x needs image_size (the model input's [w, h], 0.x's data_cfg.image_size): "
+                "MMPose 0.29 read an MPII-TRB annotation's scale as a box of image_size / scale pixels"
+            )
+        self.image_size_0x = np.asarray(image_size, dtype=np.float64)  # read by super().__init__'s loading
+        super().__init__(*args, **kwargs)
+
+    def _load_annotations(self) -> tuple[list[dict], list[dict]]:
+        instances, _ = super()._load_annotations()
+        annotations = {ann["id"]: ann for ann in self.data["annotations"]}
+        files = {}
+        for image in self.data["images"]:
+            stem = os.path.splitext(image["file_name"])[0]
+            if not stem.isdigit():
+                raise ValueError(
+                    f"MMPose 0.29's MPII-TRB loader found an annotation's image by its file name's number; "
+                    f"{image['file_name']!r} is not a number: rename the images as MPII-TRB names them"
+                )
+            files[int(stem)] = image["file_name"]
+        kept, images = [], {}
+        for info in instances:
+            ann = annotations[info["id"]]
+            if max(ann["keypoints"]) == 0:
+                continue  # 0.29 skipped annotations without a keypoint
+            scale = self.image_size_0x / ann["scale"] / 200.0 * 200.0  # 0.29's, in pixels
+            info["bbox_scale"] = scale[None].astype(np.float32)
+            info["bbox"] = bbox_cs2xyxy(info["bbox_center"], info["bbox_scale"])
+            info["img_path"] = os.path.join(self.data_prefix["img"], files[ann["image_id"]])
+            if "headbox" in info:
+                info["raw_ann_info"] = {"headbox": info["headbox"].tolist()}
+            kept.append(info)
+            images.setdefault(info["img_id"], {"img_id": info["img_id"], "img_path": info["img_path"]})
+        return kept, list(images.values())
+
+
+@METRICS.register_module()
+class MpiiTrbPCKh0x(BaseMetric):
+    """0.29's ``TopDownMpiiTrbDataset.evaluate``: a labelled keypoint is a hit when it lies nearer
+    than ``thr`` times its head box's diagonal; the hits over all samples divided by the labelled
+    keypoints, for the first 14 keypoints (``Skeleton_acc``), the others (``Contour_acc``) and all
+    (``PCKh``), each pooled over keypoints rather than averaged per keypoint as 1.x's PCK metrics do."""
+
+    default_prefix: str | None = None  # 0.x's names, which save_best names
+
+    def __init__(self, thr: float = 0.3, skeleton: int = 14, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.thr = thr
+        self.skeleton = skeleton
+
+    def process(self, data_batch: Any, data_samples: Any) -> None:
+        for sample in data_samples:
+            pred = np.asarray(sample["pred_instances"]["keypoints"])[0]
+            gt = sample["gt_instances"]
+            truth = np.asarray(gt["keypoints"])[0]
+            visible = np.asarray(gt["keypoints_visible"])[0] > 0
+            headbox = np.asarray(sample["raw_ann_info"]["headbox"], dtype=np.float64)
+            threshold = np.linalg.norm(headbox[:2] - headbox[2:]) * self.thr
+            hit = visible & (np.linalg.norm(pred[:, :2] - truth[:, :2], axis=1) < threshold)
+            self.results.append({"hit": hit.astype(np.float32), "exist": visible.astype(np.float32)})
+
+    def compute_metrics(self, results: list) -> dict[str, float]:
+        hit = np.sum([r["hit"] for r in results], axis=0)
+        exist = np.sum([r["exist"] for r in results], axis=0)
+        k = self.skeleton
+        return {
+            "Skeleton_acc": float(hit[:k].sum() / exist[:k].sum()),
+            "Contour_acc": float(hit[k:].sum() / exist[k:].sum()),
+            "PCKh": float(hit.sum() / exist.sum()),
+        }

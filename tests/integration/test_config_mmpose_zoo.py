@@ -25,8 +25,8 @@ OFFICIAL = 416
 #: how many convert today (2026-12-06: top-down heatmap models with COCO-style mAP, then PCK, PCKh,
 #: AUC, EPE, NME, then heads that merged feature maps and ViPNAS's, then DeepPose's regression heads, UDP, AdaptiveWing and multi-stage heads;
 #: 2026-12-07: MSPN's and RSN's multi-stage multi-unit heads and Megvii's targets, the photometric
-#: distortion, UDP's combined targets): a fall is a regression
-CONVERTED = 331
+#: distortion, UDP's combined targets, MPII-TRB with 0.29's boxes and PCKh): a fall is a regression
+CONVERTED = 334
 #: official configs of what MMPose 1.x has no counterpart for (NO_1X), refused as such
 NOT_IN_1X = 29
 #: the 1.x evaluators converted configs name (mmfix's 0x copies where 0.x normalised otherwise)
@@ -40,6 +40,7 @@ METRICS = {
     "EPE",
     "NME",
     "NME0x",
+    "MpiiTrbPCKh0x",
 }
 
 

@@ -220,23 +220,33 @@ def test_0x_checkpoint_predicts_keypoints_on_mmpose_1x_as_on_0x(made: list[dict]
 
 def _photometric_draws_as_0x(images: np.ndarray, job: dict) -> None:
     """mmfix's ``PhotometricDistortion0x`` (what a converted 0.x pipeline names) against 0.29's on the
-    same images and seeds: the same pixels; 1.x's namesake gives others on most."""
+    same images and seeds: the same pixels. 0.29 got the image in RGB (its LoadImageFromFile's
+    default) and the converted pipeline in BGR (1.x's LoadImage; the data preprocessor swaps): the
+    copy gets it reversed and must give 0.29's result reversed. Without putting the channels in 0.x's
+    order (the hue turns the other way), and with 1.x's namesake, most images come out otherwise."""
     from mmpose.datasets.transforms import PhotometricDistortion
 
     from mmfix._legacy_models.mmpose import PhotometricDistortion0x
 
     reference = np.load(job["out"])["images"]
     ours, stock = PhotometricDistortion0x(**job["args"]), PhotometricDistortion(**job["args"])
-    mine, theirs = [], []
-    for image, seed in zip(images, job["seeds"]):
+    unordered = PhotometricDistortion0x(**job["args"], rgb_0x=False)
+
+    def distorted(transform, image: np.ndarray, seed: int) -> np.ndarray:
         np.random.seed(seed)
-        mine.append(ours.transform({"img": image.copy()})["img"])
-        np.random.seed(seed)
-        theirs.append(stock.transform({"img": image.copy()})["img"])
+        return transform.transform({"img": image.copy()})["img"]
+
     changed = [not np.array_equal(a, b) for a, b in zip(reference, images)]
     assert sum(changed) > 45, sum(changed)  # most images were distorted, so a wrong draw would show
-    np.testing.assert_array_equal(np.asarray(mine), reference)
-    assert sum(not np.array_equal(a, b) for a, b in zip(theirs, reference)) > 30
+    bgr = images[..., ::-1]
+    np.testing.assert_array_equal(
+        np.asarray([distorted(ours, image, seed) for image, seed in zip(bgr, job["seeds"])])[..., ::-1], reference
+    )
+    for other, image_set in ((unordered, bgr), (stock, images)):
+        outputs = [distorted(other, image, seed) for image, seed in zip(image_set, job["seeds"])]
+        if other is unordered:
+            outputs = [o[..., ::-1] for o in outputs]
+        assert sum(not np.array_equal(a, b) for a, b in zip(outputs, reference)) > 30, other
 
 
 def test_0x_box_augmentations_draw_as_mmpose_0x(mmpose_runs: None, mmdet2_python: Path, tmp_path: Path) -> None:

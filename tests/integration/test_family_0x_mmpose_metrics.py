@@ -1,6 +1,6 @@
 """MMPose 0.x evaluation metrics on MMPose 1.3.2 through mmfix: the numbers 0.x reported.
 
-A 0.x config's ``evaluation.metric`` (PCK, PCKh, AUC, EPE, NME; MPII's PCKh; JHMDB's PCK and tPCK)
+A 0.x config's ``evaluation.metric`` (PCK, PCKh, AUC, EPE, NME; MPII's and MPII-TRB's PCKh; JHMDB's PCK and tPCK)
 converts to 1.x evaluators (mmfix/_configs/_mmpose.py). For a spread of MMPose 0.29.0's official
 configs — one per way 0.x measured — a small data set in the config's own annotation layout
 (``family0x_support.write_keypoint_eval_data``: boxes that cross the image's edges, unlabelled
@@ -59,6 +59,8 @@ CASES = {
         {"type": "NME", "norm_mode": "use_norm_item", "norm_item": "bbox_size"},
     ),
     "mpii-pckh": (f"body/{TD}/mpii/res50_mpii_256x256.py", 16, "mpii", None, None),
+    # MPII-TRB's own evaluate (pooled PCKh of the skeleton, the contour and all): mmfix's MpiiTrbPCKh0x
+    "mpii-trb-pckh": (f"body/{TD}/mpii_trb/res50_mpii_trb_256x256.py", 40, "mpii_trb", None, None),
     "jhmdb-pck-tpck": (
         f"body/{TD}/jhmdb/res50_2deconv_jhmdb_sub1_256x256.py",
         15,
@@ -115,6 +117,13 @@ def score(job):
         for sample in samples:
             evaluator.process(data_samples=[sample.clone()], data_batch=None)
         out[name] = {key: float(value) for key, value in evaluator.evaluate(len(samples)).items()}
+    if job.get("boxes"):  # the boxes the data set read (center, scale in pixels)
+        infos = [dataset.get_data_info(index) for index in range(len(dataset))]
+        out["boxes"] = [
+            {"file": os.path.basename(info["img_path"]), "center": info["bbox_center"][0].tolist(),
+             "scale": info["bbox_scale"][0].tolist()}
+            for info in infos
+        ]
     return out
 
 
@@ -138,6 +147,11 @@ def scored(mmdet2_python: Path, torchvision_path: Path, tmp_path_factory: pytest
     for seed, (case, (config, keypoints, layout, crop, official)) in enumerate(CASES.items()):
         root = folder / case
         ann_file, images, predictions = write_keypoint_eval_data(root, layout, keypoints, seed=seed, crop=crop)
+        boxes = layout == "mpii_trb"  # 0.29 read its boxes otherwise than 1.x: compared too
+        if boxes:  # and skipped an annotation without keypoints (an unlabelled second person)
+            data = json.loads(ann_file.read_text())
+            data["annotations"].append({**data["annotations"][0], "id": 999, "keypoints": [0] * (3 * keypoints)})
+            ann_file.write_text(json.dumps(data))
         common = {"config": str(configs / config), "ann_file": str(ann_file), "predictions": str(predictions)}
         jobs_0x.append(
             {
@@ -146,22 +160,47 @@ def scored(mmdet2_python: Path, torchvision_path: Path, tmp_path_factory: pytest
                 "img_prefix": f"{images}/",
                 "res_folder": str(root),
                 "out": str(root / "0x.json"),
+                **({"boxes_out": str(root / "0x-boxes.json")} if boxes else {}),
             }
         )
-        jobs_current.append({**common, "img_prefix": str(images), "official": official, "out": str(root / "1x.json")})
+        jobs_current.append(
+            {**common, "img_prefix": str(images), "official": official, "out": str(root / "1x.json"), "boxes": boxes}
+        )
     predict_0x(mmdet2_python, jobs_0x, folder)
     listing = folder / "current.json"
     listing.write_text(json.dumps(jobs_current))
     env = clean_env(PYTHONPATH=os.pathsep.join(filter(None, [str(torchvision_path), os.environ.get("PYTHONPATH")])))
     proc = run([sys.executable, "-c", _CURRENT, str(listing)], env=env, timeout=600)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
-    return {
+    scored = {
         case: {
             "0x": json.loads((folder / case / "0x.json").read_text()),
             "1x": json.loads((folder / case / "1x.json").read_text()),
         }
         for case in CASES
     }
+    scored["mpii-trb-pckh"]["0x-boxes"] = json.loads((folder / "mpii-trb-pckh" / "0x-boxes.json").read_text())
+    scored["mpii-trb-pckh"]["ann_file"] = json.loads((folder / "mpii-trb-pckh" / "keypoints.json").read_text())
+    return scored
+
+
+def test_mpii_trb_boxes_are_read_as_0x_read_them(scored: dict[str, dict]) -> None:
+    """0.29's TopDownMpiiTrbDataset took an annotation's ``scale`` as a box of ``image_size / scale``
+    pixels and skipped annotations without keypoints; the converted config's ``MpiiTrbDataset0x``
+    reads the same boxes (the crops the model sees) and instances — stock 1.x's ``200 x scale`` not."""
+    old, new = scored["mpii-trb-pckh"]["0x-boxes"], scored["mpii-trb-pckh"]["1x"]
+    assert "error" not in new, new.get("error")
+    annotations = scored["mpii-trb-pckh"]["ann_file"]["annotations"]
+    assert len(old) == len(annotations) - 1 == len(new["boxes"])  # the keypoint-less one skipped
+    old, current = sorted(old, key=lambda b: b["file"]), sorted(new["boxes"], key=lambda b: b["file"])
+    for box_0x, box in zip(old, current):
+        assert box["file"] == box_0x["file"]
+        assert box["center"] == pytest.approx(box_0x["center"], rel=1e-6)
+        assert box["scale"] == pytest.approx(box_0x["scale"], rel=1e-6)
+    files = {image["id"]: image["file_name"] for image in scored["mpii-trb-pckh"]["ann_file"]["images"]}
+    read = {box["file"]: box["scale"][0] for box in current}
+    for annotation in annotations[:-1]:  # what stock 1.x reads: other crops
+        assert read[files[annotation["image_id"]]] != pytest.approx(200.0 * annotation["scale"], rel=1e-3)
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -177,7 +216,7 @@ def test_0x_metrics_score_on_mmpose_1x_as_on_0x(scored: dict[str, dict], case: s
     # save_best names a key the converted evaluators report
     assert new["save_best"] in new["converted"], (case, new["save_best"], sorted(new["converted"]))
     # the values lie between the extremes (thresholds split the synthetic errors): a real comparison
-    for key in ("PCK", "PCKh", "AUC", "tPCK"):
+    for key in ("PCK", "PCKh", "AUC", "tPCK", "Skeleton_acc", "Contour_acc"):
         if key in new["converted"]:
             assert 0.05 < new["converted"][key] < 95, (case, key, new["converted"][key])
 

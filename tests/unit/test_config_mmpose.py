@@ -181,7 +181,10 @@ def test_0x_photometric_distortion_is_kept_as_0x_drew_it() -> None:
     out, report = convert(cfg, "mmpose")
     pipeline = out["train_dataloader"]["dataset"]["pipeline"]
     assert [t["type"] for t in pipeline][6:8] == ["TopdownAffine", "PhotometricDistortion0x"]
-    assert pipeline[7] == {"type": "PhotometricDistortion0x", **args}
+    assert pipeline[7] == {"type": "PhotometricDistortion0x", **args, "rgb_0x": True}  # 0.x loaded RGB
+    cfg["data"]["train"]["pipeline"][0]["channel_order"] = "bgr"
+    out, _ = convert(cfg, "mmpose")
+    assert out["train_dataloader"]["dataset"]["pipeline"][7]["rgb_0x"] is False
     assert "mmfix._legacy_models.mmpose" in out["custom_imports"]["imports"]
     assert any("PhotometricDistortion0x" in line for line in report.lines())
 
@@ -306,6 +309,8 @@ def _on(kind: str, metric, save_best: str, ann_file: str = "data/x/annotations/v
             "PCK",
             "greater",
         ),
+        # MPII-TRB: 0.29's pooled PCKh at 0.3 of the head box's diagonal (1.x has no metric for it)
+        ("TopDownMpiiTrbDataset", "PCKh", "PCKh", [{"type": "MpiiTrbPCKh0x", "thr": 0.3}], "PCKh", "greater"),
         (
             "TopDownJhmdbDataset",
             ["PCK", "tPCK"],
@@ -329,15 +334,21 @@ def test_keypoint_metrics_are_0x_s_with_its_normalisation(kind, metric, save_bes
         for split in ("val", "test"):
             assert out[f"{split}_dataloader"]["dataset"]["headbox_file"] == "data/x/annotations/mpii_gt_val.mat"
         assert "headbox_file" not in out["train_dataloader"]["dataset"]  # 1.x refuses it when training
-    if kind == "TopDownMpiiTrbDataset":  # the test sets keep each annotation's head box for the metric
-        assert (
-            out["test_dataloader"]["dataset"]["type"] == out["val_dataloader"]["dataset"]["type"] == "MpiiTrbDataset0x"
-        )
+    if kind == "TopDownMpiiTrbDataset":  # 0.29's boxes (image_size / scale px) on every split
+        for split in ("val", "test"):
+            dataset = out[f"{split}_dataloader"]["dataset"]
+            assert dataset["type"] == "MpiiTrbDataset0x" and dataset["image_size"] == (192, 256), split
+        cfg = coco()
+        cfg["data"]["train"]["type"] = "TopDownMpiiTrbDataset"
+        train = convert(cfg, "mmpose")[0]["train_dataloader"]["dataset"]
+        assert train["type"] == "MpiiTrbDataset0x" and train["image_size"] == (192, 256)
+        assert "test_mode" not in train
 
 
 @pytest.mark.parametrize(
     "kind,metric",
     [
+        ("TopDownMpiiTrbDataset", ["PCK"]),  # its own evaluate computed PCKh only
         ("AnimalHorse10Dataset", ["NME"]),  # 0.29 itself fails on it (its normalisation's signature)
         ("TopDownCocoDataset", ["PCK"]),  # not a metric 0.x's COCO evaluate has
         ("OneHand10KDataset", ["PCKh"]),  # no head size in its annotations
@@ -593,6 +604,10 @@ def test_udp_s_combined_targets_are_1x_s_combined_udp_heatmap_with_0x_s_decoding
     out, _ = convert(radius, "mmpose")
     assert out["codec"]["radius_factor"] == 0.06
     assert "train_cfg" not in convert(udp(), "mmpose")[0]["model"]  # Gaussian heatmaps: 1.x's accuracy
+    # a config without a training pipeline's target: the decoding's radius
+    test_only = udp_combined(valid_radius_factor=0.06)
+    test_only["data"]["train"]["pipeline"] = [t for t in TRAIN if t["type"] != "TopDownGenerateTarget"]
+    assert convert(test_only, "mmpose")[0]["codec"]["radius_factor"] == 0.06
 
 
 def test_udp_encoding_and_decoding_that_disagree_or_are_not_converted_stop_with_one_clear_error() -> None:
@@ -605,6 +620,23 @@ def test_udp_encoding_and_decoding_that_disagree_or_are_not_converted_stop_with_
         convert(udp(target_type="CombinedTarget"), "mmpose")
     with pytest.raises(ConfigConversionError, match=r"valid_radius_factor=0\.0546875 and decoded with 0\.06"):
         convert(udp_combined(valid_radius_factor=0.06), "mmpose")
+    # what 0.x could not train, or 1.x's other heads cannot (they measure accuracy on one map a keypoint)
+    cpm = udp_combined()
+    cpm["model"]["keypoint_head"]["type"] = "TopdownHeatmapMultiStageHead"
+    with pytest.raises(ConfigConversionError, match="UDP's combined targets for a CPMHead is not converted yet"):
+        convert(cpm, "mmpose")
+    mse = udp_combined()
+    mse["model"]["keypoint_head"]["loss_keypoint"] = {"type": "JointsMSELoss", "use_target_weight": True}
+    with pytest.raises(ConfigConversionError, match="trained with CombinedTargetMSELoss only"):
+        convert(mse, "mmpose")
+    narrow = udp_combined()
+    narrow["model"]["keypoint_head"]["out_channels"] = 17
+    with pytest.raises(ConfigConversionError, match=r"three maps a keypoint: 3 x 17 = 51"):
+        convert(narrow, "mmpose")
+    gaussian = udp()
+    gaussian["model"]["keypoint_head"]["loss_keypoint"] = {"type": "CombinedTargetMSELoss", "use_target_weight": True}
+    with pytest.raises(ConfigConversionError, match=r"CombinedTargetMSELoss.*could not train that either"):
+        convert(gaussian, "mmpose")
     several = udp_combined()
     several["data"]["train"]["pipeline"][-2]["valid_radius_factor"] = [0.05, 0.06]
     with pytest.raises(ConfigConversionError, match="an encoding of several radii is not converted yet"):
@@ -751,12 +783,6 @@ def test_mspn_and_rsn_heads_targets_and_decoding_are_1x_s_official_ones() -> Non
     # one loss for every stage and unit, as 0.x's head took it too
     one = convert(_mspn(loss_keypoint={"type": "JointsOHKMMSELoss", "use_target_weight": True, "topk": 6}), "mmpose")[0]
     assert one["model"]["head"]["loss"] == {"type": "KeypointOHKMMSELoss", "use_target_weight": True, "topk": 6}
-
-
-def test_mpii_trb_whose_boxes_1x_reads_otherwise_is_not_converted_yet() -> None:
-    # 0.29: a box of image_size / scale pixels; 1.x's MpiiTrbDataset: 200 x scale (other crops)
-    with pytest.raises(ConfigConversionError, match=r"the dataset TopDownMpiiTrbDataset \(0.29 read .* 200 x scale\)"):
-        _on("TopDownMpiiTrbDataset", "PCKh", "PCKh")
 
 
 def test_megvii_targets_and_heads_that_do_not_match_stop_with_one_clear_error() -> None:
