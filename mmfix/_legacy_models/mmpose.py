@@ -532,7 +532,8 @@ class MpiiTrbDataset0x(MpiiTrbDataset):
                     f"{image['file_name']!r} is not a number: rename the images as MPII-TRB names them"
                 )
             files[int(stem)] = image["file_name"]
-        kept, images = [], {}
+        kept: list[dict] = []
+        images: dict[Any, dict] = {}
         for info in instances:
             ann = annotations[info["id"]]
             if max(ann["keypoints"]) == 0:
