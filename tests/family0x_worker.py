@@ -316,8 +316,8 @@ def _pose_target(job: dict) -> None:
                 "num_joints": len(joints),
                 "image_size": np.asarray(job["image_size"]),
                 "heatmap_size": np.asarray(job["heatmap_size"]),
-                "joint_weights": np.ones((len(joints), 1), np.float32),
-                "use_different_joint_weights": False,
+                "joint_weights": np.asarray(job.get("joint_weights", [1.0] * len(joints)), np.float32)[:, None],
+                "use_different_joint_weights": bool(job.get("joint_weights")),
             },
         }
         results = generate(results)

@@ -397,12 +397,17 @@ def _transform(t: dict[str, Any], state: _State, out: dict[str, Any], report: Re
         return None
     elif kind == "TopDownGenerateTarget":
         state.target = t
-        return {"type": "GenerateTarget", "encoder": "ENCODER"}
+        new = {"type": "GenerateTarget", "encoder": "ENCODER"}
+        # Megvii's targets ignored the flag in 0.x (and 1.x's multi-level ones do too)
+        if state.data_cfg.get("use_different_joint_weights") and t.get("encoding") != "Megvii":
+            new["use_dataset_keypoint_weights"] = True  # the data set's joint_weights, as 0.x's target weights
     elif kind == "TopDownGenerateTargetRegression":
         for key in t:  # 0.x's class takes no argument
             raise ConfigConversionError(f"{where}: {kind}.{key}", t[key], f"MMPose 0.x's {kind} takes no arguments")
         state.regression_target = True
-        return {"type": "GenerateTarget", "encoder": "CODEC"}
+        new = {"type": "GenerateTarget", "encoder": "CODEC"}
+        if state.data_cfg.get("use_different_joint_weights"):
+            new["use_dataset_keypoint_weights"] = True
     elif kind in PACKING:
         if kind == "Collect":
             report.moved(f"{where}: Collect", "PackPoseInputs (1.x's own meta keys)")

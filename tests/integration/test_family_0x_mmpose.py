@@ -421,9 +421,12 @@ def test_0x_heatmap_decoding_as_mmpose_0x(mmpose_runs: None, mmdet2_python: Path
     assert parted_combined > 100, parted_combined
 
 
-def _target_job(mmdet2_python: Path, name: str, tmp_path: Path) -> tuple[dict, dict, list]:
+def _target_job(
+    mmdet2_python: Path, name: str, tmp_path: Path, joint_weights: list[float] | None = None
+) -> tuple[dict, dict, list]:
     """The 0.x config's ``TopDownGenerateTarget`` as a job for 0.29 on 12 seeded cases (keypoints in
-    and out of the input, invisible ones), and the converted config."""
+    and out of the input, invisible ones), and the converted config. ``joint_weights``: the config's
+    ``data_cfg.use_different_joint_weights`` set, 0.x's target weights times these."""
     from mmengine.config import Config
 
     from mmfix._configs import convert
@@ -431,6 +434,9 @@ def _target_job(mmdet2_python: Path, name: str, tmp_path: Path) -> tuple[dict, d
     config = configs_0x(mmdet2_python, "mmpose") / f"body/{TOPDOWN}/coco/{name}"
     fromfile = getattr(Config.fromfile, "__wrapped__", Config.fromfile)  # stock: the 0.x dict
     old = fromfile(str(config)).to_dict()
+    if joint_weights is not None:
+        for split in ("train", "val", "test"):
+            old["data"][split]["data_cfg"]["use_different_joint_weights"] = True
     target_0x = next(t for t in old["train_pipeline"] if t["type"] == "TopDownGenerateTarget")
     out, _ = convert(old, "mmpose")
     rng = np.random.default_rng(5)
@@ -447,22 +453,27 @@ def _target_job(mmdet2_python: Path, name: str, tmp_path: Path) -> tuple[dict, d
         "image_size": old["data_cfg"]["image_size"],
         "heatmap_size": old["data_cfg"]["heatmap_size"],
         "cases": cases,
-        "out": str(tmp_path / f"targets0x-{name}.npz"),
+        "out": str(tmp_path / f"targets0x-{name}{'-weighted' if joint_weights else ''}.npz"),
     }
+    if joint_weights is not None:
+        job["joint_weights"] = joint_weights
     return job, out, cases
 
 
-def _generated(out: dict, case: dict) -> dict:
+def _generated(out: dict, case: dict, joint_weights: list[float] | None = None) -> dict:
     from mmpose.datasets.transforms import GenerateTarget
+
+    import mmfix._legacy_models.mmpose  # noqa: F401 (the converted codecs, as custom_imports imports them)
 
     step = next(t for t in out["train_dataloader"]["dataset"]["pipeline"] if t["type"] == "GenerateTarget")
     generate = GenerateTarget(**{k: v for k, v in step.items() if k != "type"})
-    return generate(
-        {
-            "keypoints": np.asarray(case["keypoints"], np.float32)[None],
-            "keypoints_visible": np.asarray(case["visible"], np.float32)[None],
-        }
-    )
+    results = {
+        "keypoints": np.asarray(case["keypoints"], np.float32)[None],
+        "keypoints_visible": np.asarray(case["visible"], np.float32)[None],
+    }
+    if joint_weights is not None:  # what 1.x's data sets put in each sample (the metainfo's)
+        results["dataset_keypoint_weights"] = np.asarray(joint_weights, np.float32)
+    return generate(results)
 
 
 def test_0x_training_targets_as_mmpose_0x(mmpose_runs: None, mmdet2_python: Path, tmp_path: Path) -> None:
@@ -471,12 +482,24 @@ def test_0x_training_targets_as_mmpose_0x(mmpose_runs: None, mmdet2_python: Path
     targets and weights. MSPN's Megvii targets: 2xmspn50's eight kernels (one per stage and unit)
     as ``GenerateTarget(multilevel=True)`` over five ``MegviiHeatmap`` levels, each stage and unit
     reading its level. UDP's combined targets (hrnet_w32 udp_regress): ``UDPHeatmap0x``'s disc and
-    offsets (stock 1.x's writes offsets outside the disc too: shown)."""
+    offsets (stock 1.x's writes offsets outside the disc too: shown). ``data_cfg.use_different_joint_weights``
+    (hrnet_w32 with COCO's joint weights): the target weights times them, as 1.x's
+    ``use_dataset_keypoint_weights``."""
     from mmpose.codecs import UDPHeatmap
 
     megvii, out, cases = _target_job(mmdet2_python, "2xmspn50_coco_256x192.py", tmp_path)
     combined, combined_out, _ = _target_job(mmdet2_python, "hrnet_w32_coco_256x192_udp_regress.py", tmp_path)
-    predict_0x(mmdet2_python, [megvii, combined], tmp_path)
+    # data_cfg.use_different_joint_weights: COCO's joint weights (1.2 and 1.5 for the limbs' ends)
+    weights = [1.0] * 7 + [1.2, 1.2, 1.5, 1.5, 1.0, 1.0, 1.2, 1.2, 1.5, 1.5]
+    weighted, weighted_out, _ = _target_job(mmdet2_python, "hrnet_w32_coco_256x192.py", tmp_path, weights)
+    predict_0x(mmdet2_python, [megvii, combined, weighted], tmp_path)
+
+    reference = np.load(weighted["out"])
+    for n, case in enumerate(cases):
+        results = _generated(weighted_out, case, weights)
+        np.testing.assert_allclose(results["heatmaps"], reference["target"][n], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(results["keypoint_weights"][0], reference["target_weight"][n][:, 0], rtol=1e-6)
+    assert (reference["target_weight"] > 1.0).any()  # the weights reached the targets
 
     reference = np.load(combined["out"])
     codec = dict(combined_out["codec"])

@@ -172,6 +172,24 @@ def test_0x_random_box_augmentations_are_kept_as_0x_drew_them() -> None:
     assert half["image_size"] == (192, 256)
 
 
+def test_different_joint_weights_weight_the_targets_as_in_0x() -> None:
+    """data_cfg.use_different_joint_weights: 0.x multiplied the target weights by the data set's
+    joint_weights (MSRA, UDP and regression targets; Megvii's not): 1.x's GenerateTarget flag."""
+    cfg = coco()
+    for split in ("train", "val", "test"):
+        cfg["data"][split]["data_cfg"] = {**DATA_CFG, "use_different_joint_weights": True}
+    out, _ = convert(cfg, "mmpose")
+    step = [t for t in out["train_dataloader"]["dataset"]["pipeline"] if t["type"] == "GenerateTarget"]
+    assert step[0]["use_dataset_keypoint_weights"] is True
+    plain = [t for t in convert(coco(), "mmpose")[0]["train_dataloader"]["dataset"]["pipeline"]]
+    assert all("use_dataset_keypoint_weights" not in t for t in plain)
+    mspn = _mspn()
+    for split in ("train", "val", "test"):
+        mspn["data"][split]["data_cfg"] = {**mspn["data"][split]["data_cfg"], "use_different_joint_weights": True}
+    megvii = [t for t in convert(mspn, "mmpose")[0]["train_dataloader"]["dataset"]["pipeline"]]
+    assert all("use_dataset_keypoint_weights" not in t for t in megvii)
+
+
 def test_0x_photometric_distortion_is_kept_as_0x_drew_it() -> None:
     """hrnet_w32_coco_256x192_photometric.py's colour augmentation after the warp: mmfix's copy with
     its arguments (1.x's namesake draws and applies otherwise)."""
