@@ -1,6 +1,7 @@
 """Every official 0.x config of an OpenMMLab toolbox through mmfix, on the toolbox's current release.
 
-    python benchmarks/family_zoo.py {mmseg,mmpretrain,mmpose} CONFIGS [--python0x PY] [--only FOLDER …] [--out results.json]
+    python benchmarks/family_zoo.py {mmseg,mmpretrain,mmpose} CONFIGS [--python0x PY] [--only FOLDER …]
+        [--match TEXT …] [--out results.json]
 
 CONFIGS: the 0.x toolbox's configs (``<site-packages>/mmseg/.mim/configs`` of MMSegmentation
 0.30.0, MMClassification 0.25.0's, MMPose 0.29.0's, e.g. in the 0.x test environment of
@@ -244,6 +245,7 @@ def main() -> int:
     parser.add_argument("configs", help="the 0.x toolbox's configs folder (with _base_/)")
     parser.add_argument("--python0x", help="the 0.x environment's python: strict loads of 0.x state dicts")
     parser.add_argument("--only", nargs="*", default=[], help="config folders to run (default: all)")
+    parser.add_argument("--match", nargs="*", default=[], help="only configs whose path holds one of these")
     parser.add_argument("--show", type=int, default=40, help="difference classes to list")
     parser.add_argument("--out", help="write every result as JSON")
     args = parser.parse_args()
@@ -267,7 +269,9 @@ def main() -> int:
     configs = sorted(
         p
         for p in glob.glob(os.path.join(args.configs, "*", "**", "*.py"), recursive=True)
-        if "/_base_/" not in p and (not args.only or os.path.relpath(p, args.configs).split(os.sep)[0] in args.only)
+        if "/_base_/" not in p
+        and (not args.only or os.path.relpath(p, args.configs).split(os.sep)[0] in args.only)
+        and (not args.match or any(m in os.path.relpath(p, args.configs) for m in args.match))
     )
     current = os.path.join(os.path.dirname(importlib.import_module(package).__file__), ".mim", "configs")
     old_index = cc.index(args.configs, os.path.dirname(args.configs), metafile_0x)
