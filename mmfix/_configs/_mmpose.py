@@ -138,6 +138,8 @@ MODULATE_KERNEL_0X = 11
 #: the combined targets' disc radius over the heatmap's height, 0.x's default (encoding and decoding)
 UDP_TARGETS = {"GaussianHeatmap": "gaussian", "CombinedTarget": "combined"}
 RADIUS_FACTOR_0X = 0.0546875
+#: 0.x's target types by their lower-case names (0.x compared them so)
+TARGET_TYPES_0X = {"gaussianheatmap": "GaussianHeatmap", "combinedtarget": "CombinedTarget"}
 #: the 1.x heads that take combined targets as 0.x's simple head did (no accuracy on them)
 COMBINED_HEADS = ("HeatmapHead", "ViPNASHead")
 #: 0.x regression heads, by ``out_sigma`` (RLE's sigmas beside the coordinates) -> 1.x's head, whose
@@ -214,6 +216,11 @@ def _size(value: Any, key: str) -> tuple[int, int]:
     return int(value[0]), int(value[1])
 
 
+def _target_type(value: Any) -> Any:
+    """0.x compared target types without regard to case ('GaussianHeatMap' was 'GaussianHeatmap')."""
+    return TARGET_TYPES_0X.get(value.lower(), value) if isinstance(value, str) else value
+
+
 def codec(state: _State, test_cfg: dict[str, Any]) -> dict[str, Any]:
     """The 1.x codec that encodes the targets and decodes the heatmaps as 0.x's three places did."""
     if state.image_size is None or state.heatmap_size is None:
@@ -239,8 +246,9 @@ def codec(state: _State, test_cfg: dict[str, Any]) -> dict[str, Any]:
             f"MMPose 0.x encoded the targets with {encoding} and decoded {'with' if decode_udp else 'without'} UDP; "
             "MMPose 1.x's codec encodes and decodes one way: make them agree",
         )
-    kind = test_cfg.get("target_type", "GaussianHeatmap")
-    if target.setdefault("target_type", kind) != kind:
+    kind = _target_type(test_cfg.get("target_type", "GaussianHeatmap"))
+    target["target_type"] = _target_type(target.get("target_type", kind))
+    if target["target_type"] != kind:
         raise ConfigConversionError(
             "model.test_cfg.target_type",
             kind,

@@ -622,6 +622,12 @@ def test_udp_s_combined_targets_are_1x_s_combined_udp_heatmap_with_0x_s_decoding
     out, _ = convert(radius, "mmpose")
     assert out["codec"]["radius_factor"] == 0.06
     assert "train_cfg" not in convert(udp(), "mmpose")[0]["model"]  # Gaussian heatmaps: 1.x's accuracy
+    # 0.x compared target types without regard to case
+    spelled = udp_combined()
+    spelled["model"]["test_cfg"]["target_type"] = "combinedtarget"
+    spelled["data"]["train"]["pipeline"][-2]["target_type"] = "COMBINEDTARGET"
+    assert convert(spelled, "mmpose")[0]["codec"]["heatmap_type"] == "combined"
+    assert convert(udp(target_type="GaussianHeatMap"), "mmpose")[0]["codec"]["type"] == "UDPHeatmap0x"
     # a config without a training pipeline's target: the decoding's radius
     test_only = udp_combined(valid_radius_factor=0.06)
     test_only["data"]["train"]["pipeline"] = [t for t in TRAIN if t["type"] != "TopDownGenerateTarget"]
