@@ -95,6 +95,18 @@ OTHER_BOXES_1X = {
     # without keypoints); 1.x's MpiiTrbDataset as 200 x scale
     "TopDownMpiiTrbDataset": "MpiiTrbDataset0x",
 }
+#: 0.x data sets that set ``use_different_joint_weights`` back to False whatever data_cfg said
+JOINT_WEIGHTS_OFF_0X = frozenset(
+    {
+        *(f"Animal{name}Dataset" for name in ("AP10K", "ATRW", "Fly", "Horse10", "Locust", "Macaque", "Zebra")),
+        "AnimalPoseDataset",
+        *(f"Face{name}Dataset" for name in ("300W", "AFLW", "COFW", "CocoWholeBody", "WFLW")),
+        "DeepFashionDataset",
+        *("FreiHandDataset", "HandCocoWholeBodyDataset", "OneHand10KDataset", "PanopticDataset", "Rhd2DDataset"),
+        *("InterHand2DDataset", "InterHand3DDataset"),
+        "TopDownHalpeDataset",
+    }
+)
 #: dataset arguments a 1.x class takes as 0.x's did (same name, same meaning)
 KEPT_DATASET_ARGS: dict[str, tuple[str, ...]] = {"DeepFashionDataset": ("subset",)}
 #: 0.x heatmap heads -> 1.x's (whose own load hook renames a 0.x head's weights), with 0.x's default
@@ -118,15 +130,19 @@ LOSSES = {
 #: its arguments, kept as they were (0.x's defaults are 1.x's)
 MSMU_HEADS = {"TopdownHeatmapMSMUHead": "MSPNHead"}
 MSMU_HEAD_ARGS = ("out_shape", "unit_channels", "out_channels", "num_stages", "num_units", "use_prm", "norm_cfg")
+VOXELPOSE = (
+    "multi-view 3D pose estimation (VoxelPose's model and data sets; 1.x keeps only its V2VNet backbone "
+    "and the data sets' metadata)"
+)
 #: What MMPose 0.29 had and MMPose 1.x has not, by 0.x type: no data set, model or head to convert
 #: to (1.3.2's packages and configs have none of these). Refused first, saying so.
 NO_1X = {
     "NVGestureDataset": "gesture recognition (NVGesture, MTUT's I3D models)",
     "GestureRecognizer": "gesture recognition (NVGesture, MTUT's I3D models)",
-    "Body3DMviewDirectPanopticDataset": "multi-view 3D pose estimation (VoxelPose and its data sets)",
-    "Body3DMviewDirectShelfDataset": "multi-view 3D pose estimation (VoxelPose and its data sets)",
-    "Body3DMviewDirectCampusDataset": "multi-view 3D pose estimation (VoxelPose and its data sets)",
-    "DetectAndRegress": "multi-view 3D pose estimation (VoxelPose and its data sets)",
+    "Body3DMviewDirectPanopticDataset": VOXELPOSE,
+    "Body3DMviewDirectShelfDataset": VOXELPOSE,
+    "Body3DMviewDirectCampusDataset": VOXELPOSE,
+    "DetectAndRegress": VOXELPOSE,
     "MeshAdversarialDataset": "human mesh recovery (HMR, its SMPL data sets)",
     "ParametricMesh": "human mesh recovery (HMR, its SMPL data sets)",
     "AEHigherResolutionHead": "HigherHRNet (its higher-resolution associative-embedding head)",
@@ -198,6 +214,7 @@ class _State:
         # and ``levels``, the level of each stage and unit of the head)
         self.encoders: dict[str, Any] | list[dict[str, Any]] | None = None
         self.levels: list[int] | None = None
+        self.dataset_kind: str | None = None  # the 0.x data set whose pipeline is being converted
 
 
 def _not_yet(key: str, value: Any, what: str) -> ConfigConversionError:
@@ -247,7 +264,9 @@ def codec(state: _State, test_cfg: dict[str, Any]) -> dict[str, Any]:
             "MMPose 1.x's codec encodes and decodes one way: make them agree",
         )
     kind = _target_type(test_cfg.get("target_type", "GaussianHeatmap"))
-    target["target_type"] = _target_type(target.get("target_type", kind))
+    # 0.x's TopDownGenerateTarget made Gaussian heatmaps unless told otherwise; a config without one
+    # (testing only) has the decoding's
+    target["target_type"] = _target_type(target.get("target_type", "GaussianHeatmap" if state.target else kind))
     if target["target_type"] != kind:
         raise ConfigConversionError(
             "model.test_cfg.target_type",
@@ -407,14 +426,14 @@ def _transform(t: dict[str, Any], state: _State, out: dict[str, Any], report: Re
         state.target = t
         new = {"type": "GenerateTarget", "encoder": "ENCODER"}
         # Megvii's targets ignored the flag in 0.x (and 1.x's multi-level ones do too)
-        if state.data_cfg.get("use_different_joint_weights") and t.get("encoding") != "Megvii":
+        if _joint_weights_0x(state) and t.get("encoding") != "Megvii":
             new["use_dataset_keypoint_weights"] = True  # the data set's joint_weights, as 0.x's target weights
     elif kind == "TopDownGenerateTargetRegression":
         for key in t:  # 0.x's class takes no argument
             raise ConfigConversionError(f"{where}: {kind}.{key}", t[key], f"MMPose 0.x's {kind} takes no arguments")
         state.regression_target = True
         new = {"type": "GenerateTarget", "encoder": "CODEC"}
-        if state.data_cfg.get("use_different_joint_weights"):
+        if _joint_weights_0x(state):
             new["use_dataset_keypoint_weights"] = True
     elif kind in PACKING:
         if kind == "Collect":
@@ -424,6 +443,12 @@ def _transform(t: dict[str, Any], state: _State, out: dict[str, Any], report: Re
     else:
         raise _not_yet(f"{where}: {kind}", kind, f"the transform {kind}")
     return new
+
+
+def _joint_weights_0x(state: _State) -> bool:
+    """Whether 0.x weighted the targets by the data set's joint_weights: ``data_cfg`` asked, and the
+    data set did not turn the flag off (``JOINT_WEIGHTS_OFF_0X``)."""
+    return bool(state.data_cfg.get("use_different_joint_weights")) and state.dataset_kind not in JOINT_WEIGHTS_OFF_0X
 
 
 def _fill(node: Any, codec_cfg: dict[str, Any], state: _State) -> Any:
@@ -508,6 +533,7 @@ def _dataset(ds: dict[str, Any], state: _State, out: dict[str, Any], report: Rep
                 new["filter_cfg"] = {"bbox_score_thr": thr}
     pipeline = ds.pop("pipeline", None)
     if pipeline is not None:
+        state.dataset_kind = kind
         new["pipeline"] = convert_pipeline(pipeline, state, out, report, f"{where}.pipeline")
     for key in ds:
         raise _not_yet(f"{where}.{key}", ds[key], f"the dataset argument {key}")
@@ -964,7 +990,7 @@ def convert_model(src: dict[str, Any], out: dict[str, Any], report: Report, stat
                 codec_cfg, out, report, "the codec (data_cfg, model.test_cfg)", "MSRAHeatmap0x", LEGACY_MODULE
             )
         combined = codec_cfg.get("heatmap_type") == "combined"
-        _check_combined(new["head"], combined, state)
+        _check_combined(head, new["head"], combined, state)
         new["test_cfg"] = {
             "flip_test": test_cfg.pop("flip_test", FLIP_TEST_0X),
             # 0.x's flip_back(target_type='CombinedTarget') also negated the x offsets: 1.x's mode
@@ -989,28 +1015,31 @@ def convert_model(src: dict[str, Any], out: dict[str, Any], report: Report, stat
             out[key] = _fill(out[key], codec_cfg, state)
 
 
-def _check_combined(head: dict[str, Any], combined: bool, state: _State) -> None:
+def _check_combined(head_0x: Any, head: dict[str, Any], combined: bool, state: _State) -> None:
     """UDP's combined targets (three maps a keypoint) go with the one head and loss 0.x trained them
     with; what 0.x could not train (or 1.x's other heads cannot: they measure an accuracy on one map
-    a keypoint) stops here rather than at the first step."""
-    loss = head.get("loss")
-    combined_loss = isinstance(loss, dict) and loss.get("type") == "CombinedTargetMSELoss"
+    a keypoint) stops here rather than at the first step. ``head_0x``: the config's, for the errors."""
+    head_0x = head_0x if isinstance(head_0x, dict) else {}
+    loss_0x = head_0x.get("loss_keypoint")
+    loss_type = loss_0x.get("type") if isinstance(loss_0x, dict) else loss_0x
     if not combined:
-        if combined_loss:
+        if loss_type == "CombinedTargetMSELoss":
             raise ConfigConversionError(
-                "model.keypoint_head.loss_keypoint",
-                "CombinedTargetMSELoss",
+                "model.keypoint_head.loss_keypoint.type",
+                loss_type,
                 "it reads combined targets (a disc and offsets a keypoint: TopDownGenerateTarget(encoding='UDP', "
                 "target_type='CombinedTarget')), and the pipeline makes Gaussian heatmaps; MMPose 0.x could not "
                 "train that either",
             )
         return
     if head["type"] not in COMBINED_HEADS:
-        raise _not_yet("model.keypoint_head.type", head["type"], f"UDP's combined targets for a {head['type']}")
-    if not combined_loss:
+        raise _not_yet(
+            "model.keypoint_head.type", head_0x.get("type"), f"UDP's combined targets for a {head_0x.get('type')}"
+        )
+    if loss_type != "CombinedTargetMSELoss":
         raise ConfigConversionError(
-            "model.keypoint_head.loss_keypoint",
-            loss,
+            "model.keypoint_head.loss_keypoint.type",
+            loss_type,
             "the pipeline makes UDP's combined targets (a disc and x, y offsets a keypoint), which MMPose 0.x "
             "trained with CombinedTargetMSELoss only: use it",
         )

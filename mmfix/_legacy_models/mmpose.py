@@ -34,6 +34,7 @@ as 0.x's UDP did; the loss: ``KeypointMSELoss0x`` counts every keypoint where 0.
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -41,6 +42,7 @@ import mmcv
 import numpy as np
 from mmcv.transforms import BaseTransform
 from mmengine.evaluator import BaseMetric
+from mmengine.fileio import get_local_path
 from mmpose.codecs import MSRAHeatmap, UDPHeatmap
 from mmpose.codecs.utils import get_heatmap_maximum
 from mmpose.datasets import AFLWDataset, JhmdbDataset, MpiiTrbDataset
@@ -503,13 +505,15 @@ class NME0x(NME):
 
 @DATASETS.register_module()
 class MpiiTrbDataset0x(MpiiTrbDataset):
-    """0.29's ``TopDownMpiiTrbDataset`` reading of the annotations, on 1.x's ``MpiiTrbDataset``:
-    an annotation's ``scale`` is a box of ``image_size / scale`` pixels (0.29: ``image_size / scale
-    / 200`` in its units of 200 px; 1.x reads ``200 x scale``), annotations without keypoints are
-    skipped, and an annotation's image is the file whose name is its image id (0.29 keyed the
-    images so). Samples keep the annotation's head box (``raw_ann_info``, which PackPoseInputs puts
-    in the sample's meta information) for ``MpiiTrbPCKh0x``. ``image_size``: 0.x's
-    ``data_cfg.image_size`` ([w, h]), which a converted config passes on."""
+    """0.29's ``TopDownMpiiTrbDataset`` reading of MPII-TRB's annotations, as 1.x's ``MpiiTrbDataset``
+    samples: an annotation's ``scale`` is a box of ``image_size / scale`` pixels (0.29: ``image_size /
+    scale / 200`` in its units of 200 px; 1.x reads ``200 x scale``); every annotation with a
+    keypoint is a sample (1.x also drops crowd ones, ones whose ``num_joints`` is 0 and ones whose
+    coordinates are all 0 or less, and needs fields 0.29 never read); an annotation's image is the
+    file whose name is its image id (0.29 keyed the images so). Samples keep the annotation's head
+    box as written (``raw_ann_info``, which PackPoseInputs puts in the sample's meta information)
+    for ``MpiiTrbPCKh0x``. ``image_size``: 0.x's ``data_cfg.image_size`` ([w, h]), which a converted
+    config passes on."""
 
     def __init__(self, *args: Any, image_size: Any = None, **kwargs: Any) -> None:
         if image_size is None:
@@ -520,9 +524,13 @@ class MpiiTrbDataset0x(MpiiTrbDataset):
         self.image_size_0x = np.asarray(image_size, dtype=np.float64)  # read by super().__init__'s loading
         super().__init__(*args, **kwargs)
 
+    @staticmethod
+    def _is_valid_instance(data_info: dict) -> bool:
+        return True  # 0.29 kept every annotation with a keypoint: chosen while loading
+
     def _load_annotations(self) -> tuple[list[dict], list[dict]]:
-        instances, _ = super()._load_annotations()
-        annotations = {ann["id"]: ann for ann in self.data["annotations"]}
+        with get_local_path(self.ann_file) as local_path, open(local_path) as fh:
+            self.data = json.load(fh)
         files = {}
         for image in self.data["images"]:
             stem = os.path.splitext(image["file_name"])[0]
@@ -532,21 +540,31 @@ class MpiiTrbDataset0x(MpiiTrbDataset):
                     f"{image['file_name']!r} is not a number: rename the images as MPII-TRB names them"
                 )
             files[int(stem)] = image["file_name"]
-        kept: list[dict] = []
+        instances: list[dict] = []
         images: dict[Any, dict] = {}
-        for info in instances:
-            ann = annotations[info["id"]]
+        for ann in self.data["annotations"]:
             if max(ann["keypoints"]) == 0:
                 continue  # 0.29 skipped annotations without a keypoint
-            scale = self.image_size_0x / ann["scale"] / 200.0 * 200.0  # 0.29's, in pixels
-            info["bbox_scale"] = scale[None].astype(np.float32)
-            info["bbox"] = bbox_cs2xyxy(info["bbox_center"], info["bbox_scale"])
-            info["img_path"] = os.path.join(self.data_prefix["img"], files[ann["image_id"]])
-            if "headbox" in info:
-                info["raw_ann_info"] = {"headbox": info["headbox"].tolist()}
-            kept.append(info)
+            keypoints = np.asarray(ann["keypoints"], dtype=np.float32).reshape(1, -1, 3)
+            center = np.asarray([ann["center"]], dtype=np.float32)
+            scale = (self.image_size_0x / ann["scale"] / 200.0 * 200.0)[None].astype(np.float32)  # 0.29's, px
+            info = {
+                "id": ann["id"],
+                "img_id": ann["image_id"],
+                "img_path": os.path.join(self.data_prefix["img"], files[ann["image_id"]]),
+                "bbox_center": center,
+                "bbox_scale": scale,
+                "bbox": bbox_cs2xyxy(center, scale),
+                "bbox_score": np.ones(1, dtype=np.float32),
+                "keypoints": keypoints[..., :2],
+                "keypoints_visible": np.minimum(1, keypoints[..., 2]),
+            }
+            if "headbox" in ann:
+                info["headbox"] = np.asarray(ann["headbox"], dtype=np.float32)
+                info["raw_ann_info"] = {"headbox": list(ann["headbox"])}  # as written: 0.29's threshold
+            instances.append(info)
             images.setdefault(info["img_id"], {"img_id": info["img_id"], "img_path": info["img_path"]})
-        return kept, list(images.values())
+        return sorted(instances, key=lambda info: info["id"]), list(images.values())
 
 
 @METRICS.register_module()
@@ -565,10 +583,12 @@ class MpiiTrbPCKh0x(BaseMetric):
 
     def process(self, data_batch: Any, data_samples: Any) -> None:
         for sample in data_samples:
-            pred = np.asarray(sample["pred_instances"]["keypoints"])[0]
+            # 0.29's arithmetic: predictions read back from its JSON (float64), ground truth float32,
+            # the head box as written; a keypoint counts where its visibility is not 0
+            pred = np.asarray(sample["pred_instances"]["keypoints"], dtype=np.float64)[0]
             gt = sample["gt_instances"]
-            truth = np.asarray(gt["keypoints"])[0]
-            visible = np.asarray(gt["keypoints_visible"])[0] > 0
+            truth = np.asarray(gt["keypoints"], dtype=np.float32)[0]
+            visible = np.asarray(gt["keypoints_visible"])[0] != 0
             headbox = np.asarray(sample["raw_ann_info"]["headbox"], dtype=np.float64)
             threshold = np.linalg.norm(headbox[:2] - headbox[2:]) * self.thr
             hit = visible & (np.linalg.norm(pred[:, :2] - truth[:, :2], axis=1) < threshold)

@@ -148,9 +148,13 @@ def scored(mmdet2_python: Path, torchvision_path: Path, tmp_path_factory: pytest
         root = folder / case
         ann_file, images, predictions = write_keypoint_eval_data(root, layout, keypoints, seed=seed, crop=crop)
         boxes = layout == "mpii_trb"  # 0.29 read its boxes otherwise than 1.x: compared too
-        if boxes:  # and skipped an annotation without keypoints (an unlabelled second person)
+        if boxes:  # and skipped an annotation without keypoints (an unlabelled second person) only
             data = json.loads(ann_file.read_text())
-            data["annotations"].append({**data["annotations"][0], "id": 999, "keypoints": [0] * (3 * keypoints)})
+            annotations = data["annotations"]
+            annotations[1]["iscrowd"] = 1  # fields 0.29 never read (1.x's loader drops or needs them)
+            annotations[2]["num_joints"] = 0
+            del annotations[3]["iscrowd"], annotations[4]["num_joints"]
+            annotations.append({**annotations[0], "id": 999, "keypoints": [0] * (3 * keypoints)})
             ann_file.write_text(json.dumps(data))
         common = {"config": str(configs / config), "ann_file": str(ann_file), "predictions": str(predictions)}
         jobs_0x.append(

@@ -183,6 +183,10 @@ def test_different_joint_weights_weight_the_targets_as_in_0x() -> None:
     assert step[0]["use_dataset_keypoint_weights"] is True
     plain = [t for t in convert(coco(), "mmpose")[0]["train_dataloader"]["dataset"]["pipeline"]]
     assert all("use_dataset_keypoint_weights" not in t for t in plain)
+    # most non-COCO-style 0.x data sets turned the flag off whatever data_cfg said (AP10K's, here)
+    cfg["data"]["train"]["type"] = "AnimalAP10KDataset"
+    animal = convert(cfg, "mmpose")[0]["train_dataloader"]["dataset"]["pipeline"]
+    assert all("use_dataset_keypoint_weights" not in t for t in animal)
     mspn = _mspn()
     for split in ("train", "val", "test"):
         mspn["data"][split]["data_cfg"] = {**mspn["data"][split]["data_cfg"], "use_different_joint_weights": True}
@@ -622,6 +626,11 @@ def test_udp_s_combined_targets_are_1x_s_combined_udp_heatmap_with_0x_s_decoding
     out, _ = convert(radius, "mmpose")
     assert out["codec"]["radius_factor"] == 0.06
     assert "train_cfg" not in convert(udp(), "mmpose")[0]["model"]  # Gaussian heatmaps: 1.x's accuracy
+    # a training pipeline's TopDownGenerateTarget without a target type made Gaussian heatmaps in 0.x
+    unsaid = udp_combined()
+    unsaid["data"]["train"]["pipeline"][-2].pop("target_type")
+    with pytest.raises(ConfigConversionError, match="encoded GaussianHeatmap targets and decoded CombinedTarget"):
+        convert(unsaid, "mmpose")
     # 0.x compared target types without regard to case
     spelled = udp_combined()
     spelled["model"]["test_cfg"]["target_type"] = "combinedtarget"
@@ -647,11 +656,13 @@ def test_udp_encoding_and_decoding_that_disagree_or_are_not_converted_stop_with_
     # what 0.x could not train, or 1.x's other heads cannot (they measure accuracy on one map a keypoint)
     cpm = udp_combined()
     cpm["model"]["keypoint_head"]["type"] = "TopdownHeatmapMultiStageHead"
-    with pytest.raises(ConfigConversionError, match="UDP's combined targets for a CPMHead is not converted yet"):
+    with pytest.raises(
+        ConfigConversionError, match="UDP's combined targets for a TopdownHeatmapMultiStageHead is not converted yet"
+    ):
         convert(cpm, "mmpose")
     mse = udp_combined()
     mse["model"]["keypoint_head"]["loss_keypoint"] = {"type": "JointsMSELoss", "use_target_weight": True}
-    with pytest.raises(ConfigConversionError, match="trained with CombinedTargetMSELoss only"):
+    with pytest.raises(ConfigConversionError, match=r"'JointsMSELoss' .*trained with CombinedTargetMSELoss only"):
         convert(mse, "mmpose")
     narrow = udp_combined()
     narrow["model"]["keypoint_head"]["out_channels"] = 17
