@@ -654,24 +654,16 @@ def test_udp_encoding_and_decoding_that_disagree_or_are_not_converted_stop_with_
     with pytest.raises(ConfigConversionError, match=r"valid_radius_factor=0\.0546875 and decoded with 0\.06"):
         convert(udp_combined(valid_radius_factor=0.06), "mmpose")
     # what 0.x could not train, or 1.x's other heads cannot (they measure accuracy on one map a keypoint)
-    cpm = udp_combined()
-    cpm["model"]["keypoint_head"]["type"] = "TopdownHeatmapMultiStageHead"
-    with pytest.raises(
-        ConfigConversionError, match="UDP's combined targets for a TopdownHeatmapMultiStageHead is not converted yet"
-    ):
-        convert(cpm, "mmpose")
-    mse = udp_combined()
-    mse["model"]["keypoint_head"]["loss_keypoint"] = {"type": "JointsMSELoss", "use_target_weight": True}
-    with pytest.raises(ConfigConversionError, match=r"'JointsMSELoss' .*trained with CombinedTargetMSELoss only"):
-        convert(mse, "mmpose")
-    narrow = udp_combined()
-    narrow["model"]["keypoint_head"]["out_channels"] = 17
-    with pytest.raises(ConfigConversionError, match=r"three maps a keypoint: 3 x 17 = 51"):
-        convert(narrow, "mmpose")
-    gaussian = udp()
-    gaussian["model"]["keypoint_head"]["loss_keypoint"] = {"type": "CombinedTargetMSELoss", "use_target_weight": True}
-    with pytest.raises(ConfigConversionError, match=r"CombinedTargetMSELoss.*could not train that either"):
-        convert(gaussian, "mmpose")
+    mse = {"type": "JointsMSELoss", "use_target_weight": True}
+    refused = [
+        (udp_combined, {"model__keypoint_head__type": "TopdownHeatmapMultiStageHead"}, "for a TopdownHeatmapMulti"),
+        (udp_combined, {"model__keypoint_head__loss_keypoint": mse}, "'JointsMSELoss' .*CombinedTargetMSELoss only"),
+        (udp_combined, {"model__keypoint_head__out_channels": 17}, r"three maps a keypoint: 3 x 17 = 51"),
+        (udp, {"model__keypoint_head__loss_keypoint__type": "CombinedTargetMSELoss"}, "could not train that either"),
+    ]
+    for make, changes, error in refused:
+        with pytest.raises(ConfigConversionError, match=error):
+            convert(_changed(make(), changes), "mmpose")
     several = udp_combined()
     several["data"]["train"]["pipeline"][-2]["valid_radius_factor"] = [0.05, 0.06]
     with pytest.raises(ConfigConversionError, match="an encoding of several radii is not converted yet"):
