@@ -147,6 +147,8 @@ NO_1X = {
     "ParametricMesh": "human mesh recovery (HMR, its SMPL data sets)",
     "AEHigherResolutionHead": "HigherHRNet (its higher-resolution associative-embedding head)",
     "AEMultiStageHead": "multi-stage associative-embedding head (Hourglass-AE)",
+    "TCFormer": "TCFormer backbone (nor its MTA neck) in its package",
+    "MTA": "TCFormer backbone (nor its MTA neck) in its package",
 }
 #: 0.x's TopDown test_cfg default for the blur of Megvii's and DARK's decodings
 MODULATE_KERNEL_0X = 11
@@ -1063,6 +1065,9 @@ def _check_1x_has_it(src: dict[str, Any]) -> None:
         found.append(("model.keypoint_head.type", head.get("type")))
     if isinstance(model, dict):
         found.append(("model.type", model.get("type")))
+        for part in ("backbone", "neck"):
+            if isinstance(model.get(part), dict):
+                found.append((f"model.{part}.type", model[part].get("type")))
 
     def datasets(where: str, ds: Any) -> None:
         if isinstance(ds, list):

@@ -228,6 +228,7 @@ def test_what_is_not_converted_yet_stops_with_one_clear_error(change) -> None:
     [
         ({"model__keypoint_head__type": "AEHigherResolutionHead"}, "model.keypoint_head.type", "HigherHRNet"),
         ({"model__type": "GestureRecognizer"}, "model.type", "gesture recognition"),
+        ({"model__backbone__type": "TCFormer"}, "model.backbone.type", "TCFormer backbone"),
         (
             {"data__train": {"type": "RepeatDataset", "times": 2, "dataset": {"type": "MeshAdversarialDataset"}}},
             "data.train.dataset.type",
