@@ -29,12 +29,14 @@ Prints the counts and every failure grouped by reason.
 from __future__ import annotations
 
 import argparse
+import atexit
 import collections
 import copy
 import glob
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -304,7 +306,8 @@ def main() -> int:
             )
 
     results: dict[str, dict[str, Any]] = {}
-    work = tempfile.mkdtemp(prefix="family-zoo-")
+    work = tempfile.mkdtemp(prefix="family-zoo-")  # the Runners' work dirs, gone at exit
+    atexit.register(shutil.rmtree, work, ignore_errors=True)
     gaps: dict[str, list[str]] = collections.defaultdict(list)
     kept: dict[str, list[str]] = collections.defaultdict(list)
     for path in configs:
