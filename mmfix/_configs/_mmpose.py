@@ -87,7 +87,7 @@ DETECTED_BOX_DATASETS = frozenset(
 )
 #: test data sets whose 0.x metric normalises by the annotation, which the 1.x class drops: mmfix's
 #: copy keeps it (mmfix/_legacy_models/mmpose.py)
-RAW_ANNOTATION_DATASETS = ("TopDownJhmdbDataset", "FaceAFLWDataset", "TopDownMpiiTrbDataset")
+RAW_ANNOTATION_DATASETS = ("TopDownJhmdbDataset", "FaceAFLWDataset")  # (MPII-TRB's copy: OTHER_BOXES_1X)
 #: 0.x data sets whose 1.x class reads the annotations' boxes otherwise: mmfix's copy reads them as
 #: 0.x did, on every split (its input size passed on), and keeps what the 0.x metric reads
 OTHER_BOXES_1X = {
@@ -506,10 +506,8 @@ def _dataset(ds: dict[str, Any], state: _State, out: dict[str, Any], report: Rep
         state.heatmap_size = _size(data_cfg.get("heatmap_size"), f"{where}.data_cfg.heatmap_size")
     new: dict[str, Any] = {"type": new_type, "data_mode": "topdown"}
     if kind in OTHER_BOXES_1X:  # 0.x's box reading, which needs the input size
-        new["type"] = OTHER_BOXES_1X[kind]
         new["image_size"] = "CODEC_INPUT_SIZE"
-        _engine.add_custom_import(out, LEGACY_MODULE)
-        report.moved(f"{where}: {kind}", f"{new['type']} (mmfix's copy: 0.x's boxes, which {new_type} reads otherwise)")
+        _engine.legacy_component(new, out, report, where, OTHER_BOXES_1X[kind], LEGACY_MODULE)
     if "ann_file" in ds:
         new["ann_file"] = ds.pop("ann_file")
     if "img_prefix" in ds:
@@ -523,7 +521,7 @@ def _dataset(ds: dict[str, Any], state: _State, out: dict[str, Any], report: Rep
     test = bool(ds.pop("test_mode", False)) or where != "data.train"
     if test:
         new["test_mode"] = True
-        if kind in RAW_ANNOTATION_DATASETS and kind not in OTHER_BOXES_1X:  # the 0.x metric reads the annotation
+        if kind in RAW_ANNOTATION_DATASETS:  # the 0.x metric normalises by the annotation itself
             _engine.legacy_component(new, out, report, where, new_type + "0x", LEGACY_MODULE)
         if kind == "TopDownMpiiDataset" and isinstance(new.get("ann_file"), str):
             # 0.x's evaluate read the head boxes from beside the annotation file; 1.x's data set does
