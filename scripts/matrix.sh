@@ -87,7 +87,7 @@ CELLS=(
     # torch (the one compiled mmcv 2.1.0 in ../shared/wheels was built for) with numpy 1 and
     # xtcocotools' wheel: the MMPose zoo models against compiled mmcv, and the legacy MMPose 0.x
     # command lines on MMPose 1.3.2's real tools (training with --gpus 2, resume, test).
-    "mmpose  | 3.11 | yes | torch==2.13.0 numpy<2 opencv-python<4.12 xtcocotools==1.14.3 json-tricks==3.17.3 munkres==3.0.0 nodeps:mmpose==1.3.2 | REQUIRE_TOOLBOXES=mmpose REQUIRE_COMPILED_MMCV=1 -- tests/integration/test_toolbox_zoo_ops.py tests/integration/test_legacy_toolboxes.py tests/unit/test_translate_toolboxes.py tests/unit/test_config_mmpose.py tests/integration/test_family_0x_mmpose.py tests/integration/test_family_0x_mmpose_metrics.py -k mmpose"
+    "mmpose  | 3.11 | yes | torch==2.13.0 numpy<2 opencv-python<4.12 xtcocotools==1.14.3 json-tricks==3.17.3 munkres==3.0.0 nodeps:mmpose==1.3.2 | REQUIRE_TOOLBOXES=mmpose REQUIRE_COMPILED_MMCV=1 -- tests/integration/test_toolbox_zoo_ops.py tests/integration/test_legacy_toolboxes.py tests/unit/test_translate_toolboxes.py tests/unit/test_config_mmpose.py tests/integration/test_family_0x_mmpose.py tests/integration/test_family_0x_mmpose_metrics.py tests/integration/test_family_0x_mmpose_lifting.py -k mmpose"
 )
 
 # The checkpoint-security tests, in two runs of about the same length (the crafted files through

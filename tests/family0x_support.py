@@ -483,3 +483,78 @@ def write_keypoint_eval_data(
         ann_file.write_text(json.dumps({"images": images, "annotations": annotations, "categories": categories}))
     np.savez(root / "predictions.npz", **predictions)
     return ann_file, root / "images", root / "predictions.npz"
+
+
+#: Human3.6M's camera numbers (the image names carry them; 0.x and 1.x read a camera per subject and
+#: number) and image sizes: one wider than Human3.6M's (all 1000 px), so that a flip about one fixed
+#: pixel column for every camera, not each image's middle, would show
+H36M_CAMERAS = {"54138969": (1000, 1002), "55011271": (1000, 1000), "58860488": (1000, 1000), "60457274": (1224, 1002)}
+
+
+def write_h36m_data(root: Path, seed: int = 0) -> Path:
+    """A tiny Human3.6M in the layout MMPose 0.x's and 1.x's preprocessing write (under
+    ``root/data/h36m``, where the zoo's configs look from the working folder): for each split an
+    npz of image names (``S1_Directions_1.54138969_000001.jpg``: subject, action, camera, frame),
+    boxes, 2D keypoints with visibility (``part``) and 3D joints in metres with visibility (``S``);
+    CPN-style detected 2D keypoints (``joint_2d_det_files/cpn_ft_h36m_dbb_{split}.npy``: the ground
+    truth moved a few pixels, random scores); ``cameras.pkl`` (each subject's four cameras: R, T,
+    c, f, k, p, w, h). Videos of several lengths (shorter and longer than the configs' sequences),
+    some joints not visible. Returns ``root`` (the working folder the configs' paths start from)."""
+    import pickle
+
+    rng = np.random.RandomState(seed)
+    base = root / "data" / "h36m"
+    (base / "annotation_body3d" / "fps50").mkdir(parents=True, exist_ok=True)
+    (base / "joint_2d_det_files").mkdir(parents=True, exist_ok=True)
+
+    def split(name: str, subjects: list[str], lengths: list[int]) -> None:
+        names: list[str] = []
+        joints_3d, joints_2d = [], []
+        for subject in subjects:
+            for action in ("Directions_1", "Walking", "Eating_2"):
+                for camera in ("54138969", "60457274"):
+                    frames = lengths[len(names) % len(lengths)]
+                    names += [f"{subject}_{action}.{camera}_{i + 1:06d}.jpg" for i in range(frames)]
+                    root_3d = rng.randn(3) * [0.5, 0.2, 0.5] + [0, 0, 5]
+                    pose = rng.randn(frames, 17, 3) * 0.3 + root_3d
+                    visible = np.ones((frames, 17, 1))
+                    visible[rng.rand(frames, 17, 1) < 0.05] = 0
+                    joints_3d.append(np.concatenate([pose, visible], -1))
+                    points = rng.rand(frames, 17, 2) * 1000
+                    joints_2d.append(np.concatenate([points, np.ones((frames, 17, 1))], -1))
+        s = np.concatenate(joints_3d).astype(np.float32)
+        part = np.concatenate(joints_2d).astype(np.float32)
+        count = len(names)
+        np.savez(
+            base / "annotation_body3d" / "fps50" / f"h36m_{name}.npz",
+            imgname=np.array(names),
+            center=(rng.rand(count, 2) * 1000).astype(np.float32),
+            scale=(rng.rand(count) * 5).astype(np.float32),
+            part=part,
+            S=s,
+        )
+        detected = part.copy()
+        detected[..., :2] += rng.randn(count, 17, 2) * 5
+        detected[..., 2] = rng.rand(count, 17)
+        np.save(base / "joint_2d_det_files" / f"cpn_ft_h36m_dbb_{name}.npy", detected.astype(np.float32))
+
+    split("train", ["S1", "S5", "S6"], [30, 7, 13])
+    split("test", ["S9", "S11"], [25, 9, 40])
+    cameras = {
+        (subject, camera): {
+            "R": np.eye(3),
+            "T": np.zeros((3, 1)),
+            "c": np.array([[w / 2 + 3.0], [h / 2 - 2.0]]),
+            "f": np.array([[1145.0], [1144.0]]),
+            "k": np.zeros((3, 1)),
+            "p": np.zeros((2, 1)),
+            "w": w,
+            "h": h,
+            "name": camera,
+        }
+        for subject in ("S1", "S5", "S6", "S7", "S8", "S9", "S11")
+        for camera, (w, h) in H36M_CAMERAS.items()
+    }
+    with open(base / "annotation_body3d" / "cameras.pkl", "wb") as fh:
+        pickle.dump(cameras, fh)
+    return root

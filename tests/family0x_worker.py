@@ -419,6 +419,57 @@ def _pose_loss(job: dict) -> None:
     np.savez(job["out"], **out)
 
 
+def _pose_lift(job: dict) -> None:
+    """A 3D lifting config as 0.x ran it, from ``job["cwd"]`` (where its ``data/h36m`` paths start):
+    the model's own initialisation from ``torch.manual_seed(seed)`` (``init``: its state dict), the
+    seeded model saved as a 0.x checkpoint; the test data set through its pipeline, the model
+    (``forward_test``: the global position restored) and its ``evaluate`` (the config's metrics and
+    N-MPJPE); the training data set's samples with ``np.random.seed(flip_seed)`` (its random flip).
+    Writes ``out`` (npz) and ``out``.json (the metrics, the target image paths)."""
+    import logging
+    import os
+
+    logging.getLogger("mmcv").setLevel(logging.WARNING)
+    from mmcv import Config
+    from mmcv.parallel import collate
+    from mmcv.runner import save_checkpoint
+    from mmpose.datasets import build_dataset
+    from mmpose.models import build_posenet
+
+    os.chdir(job["cwd"])
+    cfg = Config.fromfile(job["config"])
+    torch.manual_seed(job["seed"])
+    model = build_posenet(cfg.model)  # PoseLifter initialises itself
+    # copies: the seeding below writes into these tensors
+    out = {f"init/{k}": v.numpy().copy() for k, v in model.state_dict().items() if v.is_floating_point()}
+    _seed_weights(model, job["seed"])
+    model.eval()
+    save_checkpoint(model, job["checkpoint"], meta={"mmpose_version": "0.29.0"})
+    dataset = build_dataset(cfg.data.test, dict(test_mode=True))
+    samples = [dataset[i] for i in range(len(dataset))]
+    results = []
+    with torch.no_grad():
+        for start in range(0, len(samples), 16):
+            batch = collate(samples[start : start + 16], samples_per_gpu=16)
+            results.append(model(input=batch["input"], metas=batch["metas"].data[0], return_loss=False))
+    metrics = list(cfg.evaluation.metric) + ["n-mpjpe"]
+    report = {
+        "metrics": {k: float(v) for k, v in dataset.evaluate(results, metric=metrics).items()},
+        "paths": [s["metas"].data["target_image_path"] for s in samples],
+    }
+    out["input"] = np.stack([s["input"].numpy() for s in samples])
+    out["preds"] = np.concatenate([r["preds"] for r in results])
+    np.random.seed(job["flip_seed"])
+    train = build_dataset(cfg.data.train)
+    drawn = [train[i] for i in range(len(train))]
+    out["train_input"] = np.stack([s["input"].numpy() for s in drawn])
+    out["train_target"] = np.stack([np.asarray(s["target"]) for s in drawn])
+    report["train_paths"] = [s["metas"].data["target_image_path"] for s in drawn]
+    np.savez(job["out"], **out)
+    with open(job["out"] + ".json", "w") as fh:
+        json.dump(report, fh)
+
+
 def main() -> int:
     with open(sys.argv[1]) as fh:
         jobs = json.load(fh)
@@ -434,6 +485,7 @@ def main() -> int:
             "mmpose-evaluate": _pose_evaluate,
             "mmpose-loss": _pose_loss,
             "mmpose-target": _pose_target,
+            "mmpose-lift": _pose_lift,
         }[job["toolbox"]](job)
     return 0
 

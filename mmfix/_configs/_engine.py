@@ -183,6 +183,10 @@ def convert_optimizer(src: dict[str, Any], out: dict[str, Any], report: Report) 
 
 
 # ----------------------------------------------------------------------------- lr_config
+#: mmcv policies whose arguments count steps (step's ``step``, exp's per-step ``gamma``), not the run's share
+STEPPED_IN_ITERATIONS = ("step", "exp")
+
+
 def _span(loop: Loop, by_epoch: bool) -> dict[str, Any]:
     """begin/end and by_epoch of a main scheduler covering the whole run."""
     if loop.by_epoch:
@@ -288,6 +292,11 @@ def _main_policy(
     policy: Any, lr: dict[str, Any], loop: Loop, by_epoch: bool, base_lr: float | None
 ) -> dict[str, Any] | None:
     span = _span(loop, by_epoch)
+    if policy in STEPPED_IN_ITERATIONS and loop.by_epoch and not by_epoch:
+        # mmcv counted these policies' steps (and exp's gamma) in iterations of an epoch-based run;
+        # converted to iterations, MMEngine would multiply the steps by the epoch's length (and take
+        # gamma's root): counted per iteration from the start, to the end of the run (no end)
+        span = {"begin": 0, "by_epoch": False}
     if policy == "step":
         step = lr.pop("step")
         gamma = lr.pop("gamma", 0.1)

@@ -28,7 +28,9 @@ import posixpath
 from typing import Any
 
 from .._errors import ConfigConversionError
-from . import _engine
+from . import _engine, _mmpose_lifting
+from ._mmpose_common import best as _best
+from ._mmpose_common import not_yet as _not_yet
 from ._report import Report
 
 LEGACY_MODULE = "mmfix._legacy_models.mmpose"
@@ -217,15 +219,6 @@ class _State:
         self.encoders: dict[str, Any] | list[dict[str, Any]] | None = None
         self.levels: list[int] | None = None
         self.dataset_kind: str | None = None  # the 0.x data set whose pipeline is being converted
-
-
-def _not_yet(key: str, value: Any, what: str) -> ConfigConversionError:
-    return ConfigConversionError(
-        key,
-        value,
-        f"mmfix converts MMPose 0.x's top-down heatmap configs so far; {what} is not converted yet. "
-        "Write the 1.x equivalent (MMPose's docs/en/migration.md) or run it with MMPose 0.x.",
-    )
 
 
 # ----------------------------------------------------------------------------- codec
@@ -541,22 +534,6 @@ def _dataset(ds: dict[str, Any], state: _State, out: dict[str, Any], report: Rep
     return new
 
 
-#: MMPose 0.x's EvalHook's keys (mmpose/core/evaluation/eval_hooks.py): a save_best metric whose
-#: name holds one of these is better greater / less (greater checked first, as mmcv's _init_rule).
-GREATER_KEYS = ("acc", "ap", "ar", "pck", "auc", "3dpck", "p-3dpck", "3dauc", "p-3dauc", "pcp")
-LESS_KEYS = ("loss", "epe", "nme", "mpjpe", "p-mpjpe", "n-mpjpe")
-
-
-def best_rule(save_best: str) -> str | None:
-    """The rule MMPose 0.x's EvalHook inferred for ``save_best`` (None: it inferred none either)."""
-    name = save_best.lower()
-    if any(key in name for key in GREATER_KEYS):
-        return "greater"
-    if any(key in name for key in LESS_KEYS):
-        return "less"
-    return None
-
-
 #: 0.x's ``_report_metric`` (the top-down data sets' PCK, PCKh, AUC and EPE): its thresholds.
 PCK_THR, PCKH_THR, AUC_NORM, AUC_STEPS = 0.2, 0.7, 30, 20
 #: the box 0.x's PCK normalised by, per data set that measured PCK (their ``allowed_metrics``):
@@ -645,20 +622,6 @@ def _keypoint_evaluators(names: list[str], kind: str, out: dict[str, Any], repor
             raise _not_yet("evaluation.metric", name, f"the metric {name!r} on {kind}")
         evaluators.append(metric)
     return evaluators
-
-
-def _best(evaluation: dict[str, Any], keys: dict[str, str], prefix: str) -> None:
-    """``save_best``'s 0.x result key as 1.x names it (``prefix``: the metric's, ``keys``: renamed
-    keys), with the rule 0.x's EvalHook inferred from the 0.x name (1.x's infers none for most)."""
-    save_best = evaluation.get("save_best")
-    if save_best is None:
-        return
-    if "rule" not in evaluation:
-        rule = best_rule(save_best)
-        if rule is not None:
-            evaluation["rule"] = rule
-    if "/" not in save_best:
-        evaluation["save_best"] = prefix + keys.get(save_best, save_best)
 
 
 def _coco_metric(out: dict[str, Any], state: _State, rle_score: bool) -> dict[str, Any]:
@@ -1103,13 +1066,22 @@ def rules(src: dict[str, Any], out: dict[str, Any], report: Report) -> None:
     _engine.convert_optimizer(src, out, report)
     _engine.convert_lr_config(src, out, report, loop, base_lr)
     _engine.convert_runtime(src, out, report, loop, "PoseLocalVisualizer", "PoseVisualizationHook")
-    state = _State()
     evaluation = src.pop("evaluation", None)
-    convert_data(src, out, report, state)
+    if _mmpose_lifting.is_lifting(src):
+        _mmpose_lifting.convert(src, out, report, evaluation)
+    else:
+        _topdown(src, out, report, evaluation)
     if "train_dataloader" in out and "auto_scale_lr" not in out:  # a config's own (convert_runtime) wins
         # 0.x's `tools/train.py --autoscale-lr` multiplied the lr by GPUs / 8; 1.x's `--auto-scale-lr`
         # by the total batch / base_batch_size (and needs the key): 8 GPUs' worth is 0.x's rule.
         out["auto_scale_lr"] = {"enable": False, "base_batch_size": 8 * out["train_dataloader"]["batch_size"]}
+    _engine.convert_custom_hooks(src, out, report, {})
+
+
+def _topdown(src: dict[str, Any], out: dict[str, Any], report: Report, evaluation: dict[str, Any] | None) -> None:
+    """A top-down config's data, model and evaluation."""
+    state = _State()
+    convert_data(src, out, report, state)
     for name in ("train_pipeline", "val_pipeline", "test_pipeline"):
         if isinstance(src.get(name), list):
             out[name] = convert_pipeline(src.pop(name), _State(), out, Report(), name)
@@ -1118,4 +1090,3 @@ def rules(src: dict[str, Any], out: dict[str, Any], report: Report) -> None:
     convert_model(src, out, report, state)
     if evaluation is not None and "val_dataloader" in out:
         _evaluators(evaluation, out, state, report)
-    _engine.convert_custom_hooks(src, out, report, {})

@@ -1,7 +1,7 @@
 """Every official MMPose 0.29.0 config through mmfix's MMPose rules (conversion only, no MMPose 1.x).
 
-mmfix converts MMPose 0.x's top-down heatmap configs so far (tests/integration/test_family_0x_mmpose.py
-shows them predicting as 0.x did); every other 0.x config must stop with one
+mmfix converts MMPose 0.x's top-down and 3D lifting configs so far (tests/integration/test_family_0x_mmpose.py
+and test_family_0x_mmpose_lifting.py show them predicting as 0.x did); every other 0.x config must stop with one
 ``ConfigConversionError`` that names what is not converted yet, or what MMPose 1.x has no
 counterpart for at all — never another exception, never a half conversion. The configs are the real 0.29.0 package's (MMDetection 2.28.2's environment,
 tests/family0x_support.py), loaded by stock MMEngine as the toolbox's loading path reads them.
@@ -25,8 +25,9 @@ OFFICIAL = 416
 #: how many convert today (2026-12-06: top-down heatmap models with COCO-style mAP, then PCK, PCKh,
 #: AUC, EPE, NME, then heads that merged feature maps and ViPNAS's, then DeepPose's regression heads, UDP, AdaptiveWing and multi-stage heads;
 #: 2026-12-07: MSPN's and RSN's multi-stage multi-unit heads and Megvii's targets, the photometric
-#: distortion, UDP's combined targets, MPII-TRB with 0.29's boxes and PCKh): a fall is a regression
-CONVERTED = 333
+#: distortion, UDP's combined targets, MPII-TRB with 0.29's boxes and PCKh, Human3.6M's lifting
+#: models): a fall is a regression
+CONVERTED = 339
 #: official configs of what MMPose 1.x has no counterpart for (NO_1X), refused as such
 NOT_IN_1X = 30
 #: the 1.x evaluators converted configs name (mmfix's 0x copies where 0.x normalised otherwise)
@@ -42,6 +43,8 @@ METRICS = {
     "NME0x",
     "MpiiTrbPCKh0x",
 }
+#: the 3D lifting models' (PoseLifter) evaluator: 1.x's MPJPE with 0.29's per-action errors
+LIFTING_METRICS = {"MPJPE0x"}
 
 
 def test_every_official_0x_config_converts_or_says_what_is_not_converted_yet(mmdet2_python: Path) -> None:
@@ -68,6 +71,9 @@ def test_every_official_0x_config_converts_or_says_what_is_not_converted_yet(mmd
             continue
         converted.append(path)
         assert out["default_scope"] == "mmpose", path
+        if old["model"]["type"] == "PoseLifter":
+            _check_lifting(path, old, out)
+            continue
         assert out["model"]["type"] == "TopdownPoseEstimator", path
         head = out["model"]["head"]
         assert head["type"] in ("HeatmapHead", "ViPNASHead", "CPMHead", "MSPNHead", "RegressionHead", "RLEHead"), path
@@ -94,7 +100,26 @@ def test_every_official_0x_config_converts_or_says_what_is_not_converted_yet(mmd
     assert reasons and all(
         any(
             word in reason
-            for word in ("metric", "dataset", "transform", "head", "encoding", "loss", "model", "model.keypoint_head")
+            for word in ("metric", "dataset", "transform", "head", "encoding", "loss", "model", "lifting")
         )
         for reason in reasons
     ), reasons.most_common()
+
+
+def _check_lifting(path: Path, old: dict, out: dict) -> None:
+    """A converted 3D lifting config: 1.x's lifter, its head decoding with the pipelines' codec, the
+    data sets' sequences as 0.x's data_cfg set them, 0.29's metrics and best-checkpoint rule."""
+    model = out["model"]
+    assert model["type"] == "PoseLifter" and model["head"]["type"] == "TemporalRegressionHead", path
+    assert model["head"]["decoder"] == out["codec"], path
+    assert out["codec"]["type"] in ("ImagePoseLifting", "VideoPoseLifting"), path
+    for split in ("train", "val", "test"):
+        dataset = out[f"{split}_dataloader"]["dataset"]
+        data_cfg = old["data"][split]["data_cfg"]
+        assert dataset["type"] == "Human36mDataset0x" and dataset["seq_len"] == data_cfg["seq_len"], (path, split)
+        assert [t["type"] for t in dataset["pipeline"]][-2:] == ["GenerateTarget", "PackPoseInputs"], (path, split)
+        assert dataset["pipeline"][-2]["encoder"] == out["codec"], (path, split)
+    kinds = {evaluator["type"] for evaluator in out["val_evaluator"]}
+    assert kinds == LIFTING_METRICS, path
+    assert out["default_hooks"]["checkpoint"]["rule"] == "less", path
+    assert not any(key in out for key in ("data", "lr_config", "total_epochs", "evaluation")), path

@@ -135,6 +135,24 @@ def test_faster_rcnn_converts_like_the_migration_rules(faster_rcnn_2x):
             dict(type="EpochBasedRunner", max_epochs=9),
             [{"type": "StepLR", "step_size": 3, "gamma": 0.5, "begin": 0, "end": 9, "by_epoch": True}],
         ),
+        # mmcv counted step's steps and exp's gamma in iterations of an epoch-based run: per
+        # iteration to the run's end (converted to iterations, MMEngine would multiply the steps by
+        # the epoch's length and take gamma's root)
+        (
+            dict(policy="step", step=100000, gamma=0.96, by_epoch=False),
+            dict(type="EpochBasedRunner", max_epochs=200),
+            [{"type": "StepLR", "step_size": 100000, "gamma": 0.96, "begin": 0, "by_epoch": False}],
+        ),
+        (
+            dict(policy="exp", gamma=0.999, by_epoch=False),
+            dict(type="EpochBasedRunner", max_epochs=12),
+            [{"type": "ExponentialLR", "gamma": 0.999, "begin": 0, "by_epoch": False}],
+        ),
+        (
+            dict(policy="exp", gamma=0.975),
+            dict(type="EpochBasedRunner", max_epochs=160),
+            [{"type": "ExponentialLR", "gamma": 0.975, "begin": 0, "end": 160, "by_epoch": True}],
+        ),
     ],
 )
 def test_lr_policies(lr_config, runner, expected):

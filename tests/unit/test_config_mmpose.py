@@ -248,7 +248,7 @@ def test_what_mmpose_1x_has_no_counterpart_for_says_so_first(change, key, what) 
     ("save_best", "rule"), [("AP", "greater"), ("PCK", "greater"), ("AUC", "greater"), ("EPE", "less"), ("NME", "less")]
 )
 def test_save_best_gets_the_rule_mmpose_0x_inferred(save_best, rule):
-    from mmfix._configs._mmpose import best_rule
+    from mmfix._configs._mmpose_common import best_rule
 
     assert best_rule(save_best) == rule
     assert best_rule("bogus_metric") is None  # 0.x refused it too; 1.x's error says so
