@@ -183,12 +183,18 @@ def convert_optimizer(src: dict[str, Any], out: dict[str, Any], report: Report) 
 
 
 # ----------------------------------------------------------------------------- lr_config
-#: mmcv policies whose arguments count steps (step's ``step``, exp's per-step ``gamma``), not the run's share
-STEPPED_IN_ITERATIONS = ("step", "exp")
+#: mmcv policies whose arguments count the run's steps (step's ``step``, CosineRestart's ``periods``):
+#: with by_epoch=False, iterations, which MMEngine would multiply by the epoch's length if the
+#: scheduler were an epoch-based one converted to iterations
+COUNTED_IN_STEPS = ("step", "CosineRestart")
 
 
-def _span(loop: Loop, by_epoch: bool) -> dict[str, Any]:
+def _span(loop: Loop, by_epoch: bool, policy: Any = None) -> dict[str, Any]:
     """begin/end and by_epoch of a main scheduler covering the whole run."""
+    if loop.by_epoch and not by_epoch and policy in COUNTED_IN_STEPS:
+        # mmcv's hook counted them in iterations of the epoch-based run (runner.iter): counted per
+        # iteration from the start to the run's end (no end given: the Runner's)
+        return {"begin": 0, "by_epoch": False}
     if loop.by_epoch:
         span = {"begin": 0, "end": loop.length, "by_epoch": True}
         if not by_epoch:
@@ -291,12 +297,7 @@ def min_lr(lr: dict[str, Any], target: dict[str, Any]) -> None:
 def _main_policy(
     policy: Any, lr: dict[str, Any], loop: Loop, by_epoch: bool, base_lr: float | None
 ) -> dict[str, Any] | None:
-    span = _span(loop, by_epoch)
-    if policy in STEPPED_IN_ITERATIONS and loop.by_epoch and not by_epoch:
-        # mmcv counted these policies' steps (and exp's gamma) in iterations of an epoch-based run;
-        # converted to iterations, MMEngine would multiply the steps by the epoch's length (and take
-        # gamma's root): counted per iteration from the start, to the end of the run (no end)
-        span = {"begin": 0, "by_epoch": False}
+    span = _span(loop, by_epoch, policy)
     if policy == "step":
         step = lr.pop("step")
         gamma = lr.pop("gamma", 0.1)
@@ -479,7 +480,7 @@ def _yolox(lr: dict[str, Any], loop: Loop, base_lr: float | None, report: Report
 def _momentum(momentum: dict[str, Any], loop: Loop) -> list[dict[str, Any]]:
     policy = mmcv_policy(momentum.pop("policy", None))
     by_epoch = momentum.pop("by_epoch", policy not in ("cyclic", "OneCycle"))
-    span = _span(loop, by_epoch)
+    span = _span(loop, by_epoch, policy)
     if policy == "step":
         return [
             {

@@ -70,6 +70,8 @@ META_KEYS_1X = {
 #: what 1.x's lifting configs pack beside them (1.x's MPJPE reads target_img_path)
 META_KEYS_ALWAYS = ("id", "category_id", "target_img_path", "flip_indices")
 COLLECTED_0X = [("input_2d", "input"), "target"]
+#: 0.29's fliplr_regression's defaults
+FLIP_DEFAULTS_0X = {"center_mode": "static", "center_x": 0.5, "center_index": 0}
 #: 0.x's Body3DH36MDataset's metrics → 1.x's MPJPE mode (MPJPE0x: 0.29's per-action errors)
 METRICS = {"mpjpe": "mpjpe", "p-mpjpe": "p-mpjpe", "n-mpjpe": "n-mpjpe"}
 SEMI = ("traj_backbone", "traj_neck", "traj_head", "loss_semi")
@@ -158,17 +160,22 @@ def _flip(t: dict[str, Any], seen: _Pipeline, where: str) -> None:
         raise _not_yet(f"{where}.flip_camera", True, "a flip of the camera")
     if seen.input_norm is not None or seen.target_norm is not None:
         raise _not_yet(where, "RelativeJointRandomFlip", "a flip after a normalisation per joint")
-    by_item = {item: dict(cfg) for item, cfg in zip(items, cfgs)}
+    if seen.flip is not None:
+        raise _not_yet(where, "RelativeJointRandomFlip", "a second flip")
+    # 0.29's fliplr_regression: static about x = 0.5 unless told (as 1.x's)
+    by_item = {item: {**FLIP_DEFAULTS_0X, **cfg} for item, cfg in zip(items, cfgs)}
     keypoints, target = by_item["input_2d"], by_item["target"]
-    # 0.29's fliplr_regression: static about x = 0 unless told; 1.x's defaults to 0.5
+    if keypoints["center_mode"] != "static":
+        # 0.29 flipped each frame about that frame's joint; 1.x's flip averages the joint over the
+        # frames and fails to broadcast it back
+        raise _not_yet(f"{where}.flip_cfg", cfgs, "a flip of the 2D input about a joint")
     new: dict[str, Any] = {"type": "RandomFlipAroundRoot0x", "flip_prob": t.pop("flip_prob", 0.5)}
-    if keypoints.get("center_mode", "static") == "static" and seen.image_norm is not None:
-        # about the middle of each sample's image: 1.x's flip sees pixels
-        new["normalized_center_x"] = float(keypoints.get("center_x", 0.0))
+    if seen.image_norm is not None:
+        # about a column of each sample's image given in 0.x's normalised units: 1.x's flip sees pixels
+        new["normalized_center_x"] = float(keypoints["center_x"])
         new["keypoints_flip_cfg"] = {}
-    else:  # on pixels in both (or about a joint, where the normalisation changes nothing)
-        new["keypoints_flip_cfg"] = {"center_mode": "static", "center_x": 0.0, "center_index": 0, **keypoints}
-    target = {"center_mode": "static", "center_x": 0.0, "center_index": 0, **target}
+    else:  # on pixels in both
+        new["keypoints_flip_cfg"] = {"center_mode": "static", "center_x": keypoints["center_x"]}
     if seen.root is None:  # the raw target in both
         new["target_flip_cfg"] = target
     else:
@@ -345,8 +352,8 @@ def _model(
     backbone = dict(model.pop("backbone"))
     pretrained = model.pop("pretrained", None)
     if pretrained:
-        backbone["init_cfg"] = {"type": "Pretrained", "checkpoint": pretrained}
-        report.moved("model.pretrained", "model.backbone.init_cfg")
+        # 1.x's TCN drops its init_cfg (and 0.29's initialisation, TCN0x's, would overwrite it)
+        raise _not_yet("model.pretrained", pretrained, "a lifting backbone's pretrained weights")
     new["backbone"] = backbone
     if backbone.get("type") in BACKBONES:
         _engine.legacy_component(backbone, out, report, "model.backbone", BACKBONES[backbone["type"]], LEGACY_MODULE)
@@ -358,11 +365,17 @@ def _model(
         raise _not_yet("model.keypoint_head.type", kind, f"the head {kind}")
     if head.pop("is_trajectory", False) or head.pop("max_norm", None) is not None:
         raise _not_yet("model.keypoint_head", kind, "a trajectory head or a clipped weight norm")
+    loss = dict(head.pop("loss_keypoint"))
+    if loss.get("use_target_weight"):
+        # 0.x's pipelines collected no target_weight: its head weighed every joint 1; 1.x weighs by
+        # the target's visibility
+        loss["use_target_weight"] = False
+        report.moved("model.keypoint_head.loss_keypoint.use_target_weight", "False (0.x weighed every joint 1)")
     new_head: dict[str, Any] = {
         "type": kind,
         "in_channels": head.pop("in_channels"),
         "num_joints": head.pop("num_joints"),
-        "loss": head.pop("loss_keypoint"),
+        "loss": loss,
         "decoder": codec,
         "init_cfg": dict(HEAD_INIT_0X),
     }
@@ -449,7 +462,7 @@ def convert(src: dict[str, Any], out: dict[str, Any], report: Report, evaluation
 def _evaluators(evaluation: dict[str, Any], out: dict[str, Any], report: Report) -> None:
     evaluation = dict(evaluation)
     metric = evaluation.pop("metric", "mpjpe")
-    names = [metric] if isinstance(metric, str) else list(metric)
+    names = [metric] if isinstance(metric, str) else list(dict.fromkeys(metric))  # once each, as 0.x reported
     evaluators = []
     _engine.add_custom_import(out, LEGACY_MODULE)
     for name in names:

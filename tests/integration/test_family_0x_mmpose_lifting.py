@@ -106,9 +106,11 @@ for job in jobs:
         plain = DATASETS.build(unflipped)
         out["train_plain"] = np.stack([plain[i]["inputs"].numpy() for i in range(len(plain))])
         # what the data set holds: 1.x's own Human36mDataset on the same arguments, against mmfix's
+        # (every array either keeps: the serialised samples and, for mmfix's, the frames' arrays)
         stock = copy.deepcopy(cfg.test_dataloader.dataset)
         stock.type = "Human36mDataset"
-        report["held"] = [int(DATASETS.build(stock).data_bytes.nbytes), int(dataset.data_bytes.nbytes)]
+        held = lambda ds: sum(int(v.nbytes) for v in vars(ds).values() if isinstance(v, np.ndarray))
+        report["held"] = [held(DATASETS.build(stock)), held(dataset)]
         if job["train"]:  # tools/train.py's path: one epoch from scratch, evaluated at its end
             trained = copy.deepcopy(cfg)
             trained.work_dir = job["work_dir"] + "-train"

@@ -135,18 +135,42 @@ def test_faster_rcnn_converts_like_the_migration_rules(faster_rcnn_2x):
             dict(type="EpochBasedRunner", max_epochs=9),
             [{"type": "StepLR", "step_size": 3, "gamma": 0.5, "begin": 0, "end": 9, "by_epoch": True}],
         ),
-        # mmcv counted step's steps and exp's gamma in iterations of an epoch-based run: per
-        # iteration to the run's end (converted to iterations, MMEngine would multiply the steps by
-        # the epoch's length and take gamma's root)
+        # mmcv counted step's steps (and CosineRestart's periods) in iterations of an epoch-based
+        # run: per iteration to the run's end (an epoch-based scheduler converted to iterations
+        # would have MMEngine multiply them by the epoch's length)
         (
             dict(policy="step", step=100000, gamma=0.96, by_epoch=False),
             dict(type="EpochBasedRunner", max_epochs=200),
             [{"type": "StepLR", "step_size": 100000, "gamma": 0.96, "begin": 0, "by_epoch": False}],
         ),
         (
+            dict(policy="CosineRestart", periods=[1000, 2000], restart_weights=[1, 0.5], min_lr=0.0, by_epoch=False),
+            dict(type="EpochBasedRunner", max_epochs=30),
+            [
+                {
+                    "type": "CosineRestartLR",
+                    "periods": [1000, 2000],
+                    "restart_weights": [1, 0.5],
+                    "begin": 0,
+                    "by_epoch": False,
+                    "eta_min": 0.0,
+                }
+            ],
+        ),
+        # exp's gamma per iteration: MMEngine converts only its begin and end (the run's)
+        (
             dict(policy="exp", gamma=0.999, by_epoch=False),
             dict(type="EpochBasedRunner", max_epochs=12),
-            [{"type": "ExponentialLR", "gamma": 0.999, "begin": 0, "by_epoch": False}],
+            [
+                {
+                    "type": "ExponentialLR",
+                    "gamma": 0.999,
+                    "begin": 0,
+                    "end": 12,
+                    "by_epoch": True,
+                    "convert_to_iter_based": True,
+                }
+            ],
         ),
         (
             dict(policy="exp", gamma=0.975),
@@ -158,6 +182,42 @@ def test_faster_rcnn_converts_like_the_migration_rules(faster_rcnn_2x):
 def test_lr_policies(lr_config, runner, expected):
     out, _ = convert({"lr_config": lr_config, "runner": runner, "optimizer": {"type": "SGD", "lr": 0.1}})
     assert out["param_scheduler"] == expected
+
+
+@pytest.mark.parametrize(
+    ("lr_config", "mmcv_factor"),
+    [
+        # mmcv's LrUpdaterHooks with by_epoch=False: runner.iter counts (lr_updater.py)
+        (dict(policy="step", step=7, gamma=0.5, by_epoch=False), lambda it: 0.5 ** (it // 7)),
+        (dict(policy="step", step=[5, 12], gamma=0.1, by_epoch=False), lambda it: 0.1 ** ((it >= 5) + (it >= 12))),
+        (dict(policy="exp", gamma=0.97, by_epoch=False), lambda it: 0.97**it),
+        (dict(policy="step", step=2, gamma=0.5), lambda it: 0.5 ** ((it // 4) // 2)),  # by epoch (4 iterations)
+    ],
+)
+def test_epoch_runs_lr_follows_mmcv_s_curve_iteration_by_iteration(lr_config, mmcv_factor):
+    """The converted schedulers built and stepped as MMEngine's Runner does (an epoch of 4
+    iterations; iteration-based ones stepped every iteration, epoch-based ones every epoch,
+    ``convert_to_iter_based`` ones built per iteration), against mmcv's lr for each iteration."""
+    import mmengine.optim  # noqa: F401 (registers the schedulers)
+    import torch
+    from mmengine.registry import PARAM_SCHEDULERS
+
+    out, _ = convert({"lr_config": lr_config, "runner": {"type": "EpochBasedRunner", "max_epochs": 6}})
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    per_epoch = 4
+    schedulers = [
+        PARAM_SCHEDULERS.build(cfg, default_args={"optimizer": optimizer, "epoch_length": per_epoch})
+        for cfg in out["param_scheduler"]
+    ]
+    for iteration in range(6 * per_epoch):
+        assert optimizer.param_groups[0]["lr"] == pytest.approx(mmcv_factor(iteration)), iteration
+        for scheduler in schedulers:
+            if not scheduler.by_epoch:
+                scheduler.step()
+        if (iteration + 1) % per_epoch == 0:
+            for scheduler in schedulers:
+                if scheduler.by_epoch:
+                    scheduler.step()
 
 
 def test_fp16_grad_clip_and_cumulative_gradients():

@@ -276,35 +276,51 @@ def test_without_restore_global_position_the_root_is_not_packed() -> None:
 
 
 @pytest.mark.parametrize(
-    ("flip_cfg", "before_norm", "keypoints", "target"),
+    ("flip_cfg", "before_norm", "converted"),
     [
         # before the image normalisation: 0.x's static centre was in pixels, as 1.x's is
         (
             [{"center_mode": "static", "center_x": 500.0}, {"center_mode": "root", "center_index": 0}],
             True,
-            {"center_mode": "static", "center_x": 500.0, "center_index": 0},
-            {"center_mode": "root", "center_index": 0},
+            {"keypoints_flip_cfg": {"center_mode": "static", "center_x": 500.0}},
         ),
-        # about a joint: the normalisation (one scale for every joint) changes nothing
+        # after it, without a centre: 0.29's fliplr_regression's default, 0.5 (of the normalised
+        # units: three quarters across each image), not 0
         (
-            [{"center_mode": "root", "center_index": 0}, {"center_mode": "static", "center_x": 0.0}],
+            [{"center_mode": "static"}, {"center_mode": "root", "center_index": 0}],
             False,
-            {"center_mode": "root", "center_x": 0.0, "center_index": 0},
-            {"center_mode": "root", "center_index": 0},
+            {"keypoints_flip_cfg": {}, "normalized_center_x": 0.5},
         ),
     ],
 )
-def test_flips_1x_can_express_are_converted_to_the_same_flip(flip_cfg, before_norm, keypoints, target) -> None:
+def test_flips_1x_can_express_are_converted_to_the_same_flip(flip_cfg, before_norm, converted) -> None:
     cfg = videopose()
     flip = {**FLIP, "flip_cfg": flip_cfg}
     train = [CENTRE, flip, IMAGE_NORM, TENSOR, COLLECT] if before_norm else [CENTRE, IMAGE_NORM, flip, TENSOR, COLLECT]
     cfg["data"]["train"]["pipeline"] = train
     cfg["train_pipeline"] = copy.deepcopy(train)
     out, _ = convert(cfg, "mmpose")
-    converted = out["train_dataloader"]["dataset"]["pipeline"][0]
-    assert converted["type"] == "RandomFlipAroundRoot0x"
-    assert "normalized_center_x" not in converted
-    assert converted["keypoints_flip_cfg"] == keypoints and converted["target_flip_cfg"] == target
+    step = out["train_dataloader"]["dataset"]["pipeline"][0]
+    assert step == {
+        "type": "RandomFlipAroundRoot0x",
+        "flip_prob": 0.5,
+        "target_flip_cfg": {"center_mode": "root", "center_index": 0},
+        **converted,
+    }
+
+
+def test_a_weighted_loss_weighs_every_joint_as_0x_did_and_each_metric_is_evaluated_once() -> None:
+    out, report = convert(
+        videopose(
+            model__keypoint_head__loss_keypoint={"type": "MPJPELoss", "use_target_weight": True},
+            evaluation__metric=["mpjpe", "p-mpjpe", "mpjpe"],
+        ),
+        "mmpose",
+    )
+    # 0.x's pipelines collected no weights (all 1); 1.x's would weigh by the target's visibility
+    assert out["model"]["head"]["loss"] == {"type": "MPJPELoss", "use_target_weight": False}
+    assert any("use_target_weight" in line for line in report.lines())
+    assert out["val_evaluator"] == [{"type": "MPJPE0x", "mode": "mpjpe"}, {"type": "MPJPE0x", "mode": "p-mpjpe"}]
 
 
 def _pipeline(cfg, split, pipeline):
@@ -334,6 +350,25 @@ NOT_YET = [
             data__val__pipeline__0=dict(CENTRE, remove_root=True),
             data__test__pipeline__0=dict(CENTRE, remove_root=True),
         ),
+    ),
+    # a flip of the root-centred target about static 0.5 (0.29's default: not its root)
+    (
+        "data.train.pipeline[2].flip_cfg",
+        lambda: videopose(data__train__pipeline__2__flip_cfg=[{"center_mode": "static"}, {"center_mode": "static"}]),
+    ),
+    # a flip of the 2D input about a joint (0.29: each frame's; 1.x averages it over the frames)
+    (
+        "data.train.pipeline[2].flip_cfg",
+        lambda: videopose(
+            data__train__pipeline__2__flip_cfg=[
+                {"center_mode": "root", "center_index": 0},
+                {"center_mode": "root", "center_index": 0},
+            ]
+        ),
+    ),
+    (
+        "data.train.pipeline[3]",
+        lambda: _pipeline(videopose(), "train", [CENTRE, IMAGE_NORM, FLIP, FLIP, TENSOR, COLLECT]),
     ),
     ("data.train.pipeline[2].item", lambda: videopose(data__train__pipeline__2__item="input_2d")),
     ("data.train.pipeline[2].flip_camera", lambda: videopose(data__train__pipeline__2__flip_camera=True)),
@@ -388,6 +423,8 @@ NOT_YET = [
     # pipelines that encode otherwise than each other: the head decodes with one codec
     ("data.val.pipeline", lambda: _pipeline(videopose(), "val", [CENTRE, TENSOR, COLLECT])),
     ("model.keypoint_head", lambda: videopose(model__keypoint_head__max_norm=1.0)),
+    # 1.x's TCN drops its init_cfg: the weights would silently not load
+    ("model.pretrained", lambda: videopose(model__pretrained="tcn.pth")),
     ("model.keypoint_head.type", lambda: videopose(model__keypoint_head__type="Kpt3dHead")),
     ("model.test_cfg.flip_test", lambda: videopose(model__test_cfg__flip_test=True)),
     ("evaluation.metric", lambda: videopose(evaluation__metric=["mpjpe", "3dpck"])),
