@@ -231,12 +231,17 @@ def as_built(cfg: dict[str, Any], package: str) -> dict[str, Any]:
     return cfg
 
 
+def _type_name(module: Any) -> str:
+    cls = type(module)
+    if cls.__name__ == "_BatchNormXd":  # a Runner outside a distributed run turns SyncBN into it
+        return "SyncBatchNorm"  # (MMEngine's revert_sync_batchnorm)
+    if cls.__name__.endswith("0x") and any(base.__name__ == cls.__name__[:-2] for base in cls.__mro__[1:]):
+        return cls.__name__[:-2]  # mmfix's 0.x copy of the current module (its layers; 0.x's initialisation)
+    return cls.__name__
+
+
 def _structure(model: Any) -> tuple[list[tuple[str, str]], dict[str, tuple[int, ...]]]:
-    # A Runner outside a distributed run turns SyncBN into _BatchNormXd (MMEngine's revert_sync_batchnorm)
-    types = [
-        (name, "SyncBatchNorm" if type(module).__name__ == "_BatchNormXd" else type(module).__name__)
-        for name, module in model.named_modules()
-    ]
+    types = [(name, _type_name(module)) for name, module in model.named_modules()]
     shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()}
     return types, shapes
 
