@@ -30,6 +30,7 @@ from typing import Any
 from .._errors import ConfigConversionError
 from . import _engine, _mmpose_lifting
 from ._mmpose_common import best as _best
+from ._mmpose_common import data_section, dataloaders
 from ._mmpose_common import not_yet as _not_yet
 from ._report import Report
 
@@ -689,26 +690,16 @@ def _evaluators(evaluation: dict[str, Any], out: dict[str, Any], state: _State, 
 
 
 def convert_data(src: dict[str, Any], out: dict[str, Any], report: Report, state: _State) -> None:
-    data = dict(src.pop("data", None) or {})
-    batch = data.pop("samples_per_gpu", 1)
-    workers = data.pop("workers_per_gpu", 1)
-    overrides = {name: dict(data.pop(f"{name}_dataloader", {}) or {}) for name in ("train", "val", "test")}
+    data, batch, workers, overrides = data_section(src)
+    datasets: dict[str, dict[str, Any]] = {}
     for name in ("train", "val", "test"):
         if name not in data:
             continue
         raw = data.pop(name)
         if isinstance(raw, list):
             raw = {"type": "ConcatDataset", "datasets": raw}
-        dataset = _dataset(raw, state, out, report, f"data.{name}")
-        over = overrides[name]
-        size = over.pop("samples_per_gpu", batch if name == "train" else 1)  # 0.x evaluated one per GPU
-        loader = _engine.dataloader(size, over.pop("workers_per_gpu", workers), name == "train", dataset)
-        _engine.loader_options(loader, over, f"data.{name}_dataloader", report)
-        out[f"{name}_dataloader"] = loader
-    for key in data:
-        report.drop(f"data.{key}", "no 1.x dataloader equivalent")
-    if "val_dataloader" in out and "test_dataloader" not in out:
-        out["test_dataloader"] = copy.deepcopy(out["val_dataloader"])
+        datasets[name] = _dataset(raw, state, out, report, f"data.{name}")
+    dataloaders(datasets, data, batch, workers, overrides, out, report)
 
 
 # ----------------------------------------------------------------------------- model

@@ -1,12 +1,15 @@
 """What MMPose 0.x's two rule modules share (mmfix/_configs/_mmpose.py: top-down;
-_mmpose_lifting.py: 3D lifting): the error for what is not converted yet, and the best-checkpoint
-rule 0.x's EvalHook inferred from a metric's name."""
+_mmpose_lifting.py: 3D lifting): the error for what is not converted yet, the dataloaders from 0.x's
+``data`` section, and the best-checkpoint rule 0.x's EvalHook inferred from a metric's name."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from .._errors import ConfigConversionError
+from . import _engine
+from ._report import Report
 
 
 def not_yet(key: str, value: Any, what: str) -> ConfigConversionError:
@@ -46,3 +49,35 @@ def best(evaluation: dict[str, Any], keys: dict[str, str], prefix: str) -> None:
             evaluation["rule"] = rule
     if "/" not in save_best:
         evaluation["save_best"] = prefix + keys.get(save_best, save_best)
+
+
+def data_section(src: dict[str, Any]) -> tuple[dict[str, Any], int, int, dict[str, dict[str, Any]]]:
+    """0.x's ``data``: (its splits and other keys, samples_per_gpu, workers_per_gpu, each split's
+    ``{split}_dataloader`` overrides)."""
+    data = dict(src.pop("data", None) or {})
+    batch = data.pop("samples_per_gpu", 1)
+    workers = data.pop("workers_per_gpu", 1)
+    overrides = {name: dict(data.pop(f"{name}_dataloader", {}) or {}) for name in ("train", "val", "test")}
+    return data, batch, workers, overrides
+
+
+def dataloaders(
+    datasets: dict[str, dict[str, Any]],
+    rest: dict[str, Any],
+    batch: int,
+    workers: int,
+    overrides: dict[str, dict[str, Any]],
+    out: dict[str, Any],
+    report: Report,
+) -> None:
+    """A 1.x dataloader for each converted split (``rest``: the data section's other keys)."""
+    for name, dataset in datasets.items():
+        over = overrides[name]
+        size = over.pop("samples_per_gpu", batch if name == "train" else 1)  # 0.x evaluated one per GPU
+        loader = _engine.dataloader(size, over.pop("workers_per_gpu", workers), name == "train", dataset)
+        _engine.loader_options(loader, over, f"data.{name}_dataloader", report)
+        out[f"{name}_dataloader"] = loader
+    for key in rest:
+        report.drop(f"data.{key}", "no 1.x dataloader equivalent")
+    if "val_dataloader" in out and "test_dataloader" not in out:
+        out["test_dataloader"] = copy.deepcopy(out["val_dataloader"])

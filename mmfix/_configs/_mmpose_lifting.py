@@ -28,6 +28,7 @@ from typing import Any
 from .._errors import ConfigConversionError
 from . import _engine
 from ._mmpose_common import best as _best
+from ._mmpose_common import data_section, dataloaders
 from ._mmpose_common import not_yet as _not_yet
 from ._report import Report
 
@@ -409,10 +410,7 @@ def _check_semi(model: dict[str, Any]) -> None:
 def convert(src: dict[str, Any], out: dict[str, Any], report: Report, evaluation: dict[str, Any] | None) -> None:
     """A 0.x PoseLifter config's data, model and evaluation (the rest is _mmpose.rules')."""
     _check_semi(src["model"])
-    data = dict(src.pop("data", None) or {})
-    batch = data.pop("samples_per_gpu", 1)
-    workers = data.pop("workers_per_gpu", 1)
-    overrides = {name: dict(data.pop(f"{name}_dataloader", {}) or {}) for name in ("train", "val", "test")}
+    data, batch, workers, overrides = data_section(src)
     datasets: dict[str, dict[str, Any]] = {}
     codec: dict[str, Any] | None = None
     seens: dict[str, _Pipeline] = {}
@@ -441,15 +439,7 @@ def convert(src: dict[str, Any], out: dict[str, Any], report: Report, evaluation
     for name, dataset in datasets.items():
         dataset["pipeline"] = _pipeline_1x(seens[name], codec, restore)
         report.moved(f"data.{name}.pipeline", "GenerateTarget with the codec, PackPoseInputs")
-        over = overrides[name]
-        size = over.pop("samples_per_gpu", batch if name == "train" else 1)  # 0.x evaluated one per GPU
-        loader = _engine.dataloader(size, over.pop("workers_per_gpu", workers), name == "train", dataset)
-        _engine.loader_options(loader, over, f"data.{name}_dataloader", report)
-        out[f"{name}_dataloader"] = loader
-    for key in data:
-        report.drop(f"data.{key}", "no 1.x dataloader equivalent")
-    if "val_dataloader" in out and "test_dataloader" not in out:
-        out["test_dataloader"] = copy.deepcopy(out["val_dataloader"])
+    dataloaders(datasets, data, batch, workers, overrides, out, report)
     for name in ("train_pipeline", "val_pipeline", "test_pipeline"):  # the variables the data sets named
         if isinstance(src.get(name), list):
             out[name] = _pipeline_1x(_read_pipeline(src.pop(name), name), codec, restore)
