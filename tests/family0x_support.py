@@ -46,6 +46,20 @@ def predict_0x(python: Path, jobs: list[dict[str, Any]], folder: Path, timeout: 
     assert proc.returncode == 0, proc.stderr[-4000:]
 
 
+def predict_current(script: str, jobs: list[dict[str, Any]], folder: Path, overlay: Path, timeout: float = 900) -> None:
+    """Run ``script`` (a test's current side: ``python -c script JOBS.json``) on ``jobs`` in a process
+    of its own, with the torchvision ``overlay`` (``torchvision_overlay``) on its PYTHONPATH."""
+    import sys
+
+    from conftest import clean_env, run
+
+    listing = folder / "current.json"
+    listing.write_text(json.dumps(jobs))
+    env = clean_env(PYTHONPATH=os.pathsep.join(filter(None, [str(overlay), os.environ.get("PYTHONPATH")])))
+    proc = run([sys.executable, "-c", script, str(listing)], env=env, timeout=timeout)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+
+
 def configs_0x(python: Path, module: str) -> Path:
     """The official configs of a 0.x toolbox: its installed package's .mim/configs in the 0.x environment."""
     proc = subprocess.run(

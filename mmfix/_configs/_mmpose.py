@@ -16,9 +16,9 @@ names mmfix's copies of the 0.x ones (mmfix/_legacy_models/mmpose.py). DeepPose'
 the input size), 0.x's ``regression_flip_shift`` 1.x's ``shift_coords``.
 
 Rows are as data, read from MMPose 0.29.0's and 1.3.2's code and 1.x's migration guide
-(docs/en/migration.md). What this part does not convert yet (bottom-up, 3D, integral and other
-regression heads, UDP / Megvii encodings) stops with a ``ConfigConversionError`` that says so, never converted
-halfway.
+(docs/en/migration.md). 3D lifting (``PoseLifter``) is _mmpose_lifting.py's. What this part does not
+convert yet (bottom-up, integral and other regression heads) stops with a ``ConfigConversionError``
+that says so, never converted halfway.
 """
 
 from __future__ import annotations

@@ -18,15 +18,12 @@ patched torchvision 0.28.0 is put on the current side's PYTHONPATH (tests/family
 from __future__ import annotations
 
 import json
-import os
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import clean_env, run
-from family0x_support import configs_0x, predict_0x, seeded_images
+from family0x_support import configs_0x, predict_0x, predict_current, seeded_images
 
 pytestmark = pytest.mark.slow
 
@@ -107,11 +104,7 @@ def made(mmdet2_python: Path, torchvision_path: Path, tmp_path_factory: pytest.T
         for index, name in enumerate(CASES)
     ]
     predict_0x(mmdet2_python, jobs, folder)
-    listing = folder / "current.json"
-    listing.write_text(json.dumps(jobs))
-    env = clean_env(PYTHONPATH=os.pathsep.join(filter(None, [str(torchvision_path), os.environ.get("PYTHONPATH")])))
-    proc = run([sys.executable, "-c", _CURRENT, str(listing)], env=env, timeout=900)
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    predict_current(_CURRENT, jobs, folder, torchvision_path)
     return jobs
 
 

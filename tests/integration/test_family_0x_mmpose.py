@@ -31,7 +31,7 @@ import numpy as np
 import pytest
 
 from conftest import clean_env, run
-from family0x_support import configs_0x, predict_0x, seeded_images
+from family0x_support import configs_0x, predict_0x, predict_current, seeded_images
 from toolbox_support import tools_dir
 
 pytestmark = pytest.mark.slow  # in the version matrix's `mmpose` cell (scripts/matrix.sh), by name
@@ -135,11 +135,7 @@ def made(
         for index, name in enumerate(CASES)
     ]
     predict_0x(mmdet2_python, jobs, folder)
-    listing = folder / "current.json"
-    listing.write_text(json.dumps(jobs))
-    env = clean_env(PYTHONPATH=os.pathsep.join(filter(None, [str(torchvision_path), os.environ.get("PYTHONPATH")])))
-    proc = run([sys.executable, "-c", _CURRENT, str(listing)], env=env, timeout=900)
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    predict_current(_CURRENT, jobs, folder, torchvision_path)
     return jobs
 
 
