@@ -195,6 +195,23 @@ cell_pytest() {
     return $prc
 }
 
+# pip_install VENV ARG...: pip install into VENV, logged to $log; again (3 tries in all) where a
+# download broke off mid-stream, which pip does not retry itself (PyPI reset the connection while a
+# CI run's floor cell downloaded, 2026-12-07: the cell failed unrun). Any other failure fails at once.
+pip_install() {
+    local venv=$1 try mark
+    shift
+    for try in 1 2 3; do
+        mark=$(wc -l <"$log")
+        "$venv/bin/python" -m pip install --progress-bar off --no-compile "$@" >>"$log" 2>&1 && return 0
+        tail -n +"$((mark + 1))" "$log" |
+            grep -qE 'Connection broken|ConnectionResetError|IncompleteRead|ReadTimeoutError|Read timed out|RemoteDisconnected' ||
+            return 1
+        echo "---- pip: a download broke off (try $try of 3)" >>"$log"
+    done
+    return 1
+}
+
 # install_cell: the cell's venv (run_cell's locals in scope); prints what was installed.
 install_cell() {
     rm -f "$ROOT/$name.installed" "$ROOT/$name.installed-seconds"
@@ -213,10 +230,8 @@ install_cell() {
     local -a target=(--target "$extra")
     [[ -z $own ]] || target=()
     rm -rf "$extra"
-    if ! { "$venv/bin/python" -m pip install --progress-bar off --no-compile "${plain[@]}" "${tools[@]}" -e "$REPO" &&
-        { ((${#nodeps[@]} == 0)) ||
-            "$venv/bin/python" -m pip install --progress-bar off --no-compile --no-deps "${target[@]}" "${nodeps[@]}"; }; } \
-        >>"$log" 2>&1; then
+    if ! { pip_install "$venv" "${plain[@]}" "${tools[@]}" -e "$REPO" &&
+        { ((${#nodeps[@]} == 0)) || pip_install "$venv" --no-deps "${target[@]}" "${nodeps[@]}"; }; }; then
         echo "   install failed after $((SECONDS - t0)) s; the end of $log:"
         tail -n 25 "$log" | sed 's/^/   | /'
         return 1
