@@ -29,8 +29,7 @@ from typing import Any
 
 from .._errors import ConfigConversionError
 from . import _engine, _mmpose_lifting
-from ._mmpose_common import best as _best
-from ._mmpose_common import data_section, dataloaders
+from ._mmpose_common import data_section, dataloaders, schedule_evaluation
 from ._mmpose_common import not_yet as _not_yet
 from ._report import Report
 
@@ -679,14 +678,7 @@ def _evaluators(evaluation: dict[str, Any], out: dict[str, Any], state: _State, 
     report.moved(
         f"evaluation.metric {'mAP' if names == ['mAP'] else metric}", f"val_evaluator / test_evaluator: {types} ({how})"
     )
-    _best(evaluation, keys, prefix)
-    _engine.evaluation_schedule(
-        evaluation,
-        out,
-        report,
-        {"gpu_collect": "1.x collects results on the CPU by default", "tmpdir": "1.x collects results on the CPU"},
-        "MMPose 1.x takes interval, save_best and rule",
-    )
+    schedule_evaluation(evaluation, out, report, keys, prefix)
 
 
 def convert_data(src: dict[str, Any], out: dict[str, Any], report: Report, state: _State) -> None:

@@ -81,3 +81,20 @@ def dataloaders(
         report.drop(f"data.{key}", "no 1.x dataloader equivalent")
     if "val_dataloader" in out and "test_dataloader" not in out:
         out["test_dataloader"] = copy.deepcopy(out["val_dataloader"])
+
+
+#: 0.x EvalHook arguments that 1.x has no place for, and why
+EVALUATION_DROPPED = {
+    "gpu_collect": "1.x collects results on the CPU by default",
+    "tmpdir": "1.x collects results on the CPU",
+}
+
+
+def schedule_evaluation(
+    evaluation: dict[str, Any], out: dict[str, Any], report: Report, keys: dict[str, str], prefix: str
+) -> None:
+    """0.x's ``evaluation`` (less its metrics): ``save_best`` with its rule (``best``), the interval."""
+    best(evaluation, keys, prefix)
+    _engine.evaluation_schedule(
+        evaluation, out, report, EVALUATION_DROPPED, "MMPose 1.x takes interval, save_best and rule"
+    )

@@ -27,8 +27,7 @@ from typing import Any
 
 from .._errors import ConfigConversionError
 from . import _engine
-from ._mmpose_common import best as _best
-from ._mmpose_common import data_section, dataloaders
+from ._mmpose_common import data_section, dataloaders, schedule_evaluation
 from ._mmpose_common import not_yet as _not_yet
 from ._report import Report
 
@@ -465,11 +464,4 @@ def _evaluators(evaluation: dict[str, Any], out: dict[str, Any], report: Report)
         f"evaluation.metric {metric}",
         "val_evaluator / test_evaluator: MPJPE0x (1.x's MPJPE with 0.29's per-action errors, unaligned)",
     )
-    _best(evaluation, {}, "")
-    _engine.evaluation_schedule(
-        evaluation,
-        out,
-        report,
-        {"gpu_collect": "1.x collects results on the CPU by default", "tmpdir": "1.x collects results on the CPU"},
-        "MMPose 1.x takes interval, save_best and rule",
-    )
+    schedule_evaluation(evaluation, out, report, {}, "")
