@@ -266,6 +266,15 @@ def mmdet2_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def mmpose_runs() -> None:
+    """MMPose 1.x importable with its xtcocotools, or a skip (a failure under REQUIRE_TOOLBOXES):
+    the MMPose 0.x tests run in the version matrix's `mmpose` cell."""
+    from toolbox_support import tools_dir
+
+    tools_dir("mmpose")
+
+
+@pytest.fixture(scope="session")
 def torchvision_path(mmdet2_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A PYTHONPATH folder with a torchvision for MMPretrain's models (tests/family0x_support.py)."""
     from family0x_support import torchvision_overlay

@@ -32,7 +32,6 @@ import pytest
 
 from conftest import clean_env, run
 from family0x_support import configs_0x, predict_0x, predict_current, seeded_images
-from toolbox_support import tools_dir
 
 pytestmark = pytest.mark.slow  # in the version matrix's `mmpose` cell (scripts/matrix.sh), by name
 
@@ -104,12 +103,6 @@ for job in json.load(open(sys.argv[1])):
         report["error"] = traceback.format_exc()[-3000:]
     json.dump(report, open(job["report"], "w"))
 """
-
-
-@pytest.fixture(scope="session")
-def mmpose_runs() -> None:
-    """MMPose 1.x importable with its xtcocotools, or a skip (a failure under REQUIRE_TOOLBOXES)."""
-    tools_dir("mmpose")
 
 
 @pytest.fixture(scope="module")

@@ -30,7 +30,6 @@ import numpy as np
 import pytest
 
 from family0x_support import configs_0x, predict_0x, predict_current, write_h36m_data
-from toolbox_support import tools_dir
 
 pytestmark = pytest.mark.slow  # in the version matrix's `mmpose` cell (scripts/matrix.sh), by name
 
@@ -129,12 +128,6 @@ for job in jobs:
         report["error"] = traceback.format_exc()[-3000:]
     json.dump(report, open(job["report"], "w"))
 """
-
-
-@pytest.fixture(scope="module")
-def mmpose_runs() -> None:
-    """MMPose 1.x importable with its xtcocotools, or a skip (a failure under REQUIRE_TOOLBOXES)."""
-    tools_dir("mmpose")
 
 
 @pytest.fixture(scope="module")
