@@ -149,6 +149,9 @@ def run_mmfix_cli(
     return run_python(code, env=env, timeout=timeout, check=False, warm=True)
 
 
+_NOT_READ_AT_IMPORT = ("MMFIX_", "PYTEST_CURRENT_TEST", "TORCH_HOME")
+
+
 class _WarmPython:
     """A warm interpreter of this test process: one per environment (less its MMFIX_* variables,
     which only mmfix reads, and only when the request's code imports it), started on first use,
@@ -161,7 +164,9 @@ class _WarmPython:
     @staticmethod
     def _base(env: dict[str, str]) -> tuple[tuple[str, str], ...]:
         # pytest's PYTEST_CURRENT_TEST names the test that runs: it changes with each, nothing reads it.
-        return tuple(sorted((k, v) for k, v in env.items() if not k.startswith(("MMFIX_", "PYTEST_CURRENT_TEST"))))
+        # TORCH_HOME (a test's own torch.hub cache) is read when torch.hub looks for a file, never
+        # at import: the fork takes the request's value, and one warm interpreter serves every test.
+        return tuple(sorted((k, v) for k, v in env.items() if not k.startswith(_NOT_READ_AT_IMPORT)))
 
     @classmethod
     def serving(cls, env: dict[str, str]) -> _WarmPython:

@@ -6,7 +6,8 @@ reaches ``torch.load`` through ``torch.hub.load_state_dict_from_url``, which pas
 ``weights_only=False`` itself. Nothing is downloaded here: a file is put in torch.hub's cache
 (``TORCH_HOME``) under the name the loader gives the URL's download, as a shared cache, a
 mirror or anyone answering the download would. Each load runs in its own process under a
-4 GiB address-space limit and a time limit. The crafted corpus goes through the same URL
+4 GiB address-space limit and a time limit (a fork of the warm interpreter, ``run_python(...,
+warm=True)``: ``import mmfix`` in it applies mmfix to the torch and MMEngine imported before). The crafted corpus goes through the same URL
 loaders in ``test_crafted_checkpoints`` (``crafted_worker.py``).
 """
 
@@ -58,7 +59,7 @@ table = {{"open-mmlab://": checkpoint.get_external_models, "mmcls://": checkpoin
 name = next(n for n, url in table.items() if url.startswith("http"))
 print(json.dumps([{scheme!r} + name, os.path.basename(urllib.parse.urlparse(table[name]).path)]))
 """
-    return tuple(json.loads(run_python(code, env=clean_env(MMFIX_DISABLE="1")).stdout))  # type: ignore[return-value]
+    return tuple(json.loads(run_python(code, env=clean_env(MMFIX_DISABLE="1"), warm=True).stdout))  # type: ignore[return-value]
 
 
 PRETRAINED = """
@@ -106,7 +107,7 @@ def _load(hub: Path, loader: str | tuple[str, str | None], *, mmfix: bool = True
         + "    print('RESULT', type(e).__name__, '|', str(e).replace(chr(10), ' '))\n"
     )
     env = env or (_env(hub) if mmfix else _env(hub, MMFIX_DISABLE="1"))
-    proc = run_python(code, env=env, timeout=120, check=False)
+    proc = run_python(code, env=env, timeout=120, check=False, warm=True)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT")]
     assert lines, proc.stderr[-2000:]
     return lines[-1][7:], proc
