@@ -1,8 +1,8 @@
 """A FIFO, a device or a socket where a checkpoint should be: a clear error, never a hang (issue 19, item 7).
 
 Opening a FIFO blocks until a writer comes; /dev/zero never ends. Each loader mmfix
-touches is tried in its own process under a 4 GiB address-space limit and a 60 s limit
-(no writer ever opens the FIFO).
+touches is tried in its own process (a fork of the warm interpreter: ``run_python(...,
+warm=True)``) under a 4 GiB address-space limit and a 60 s limit (no writer ever opens the FIFO).
 """
 
 from __future__ import annotations
@@ -10,12 +10,11 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, clean_env, run, run_python
+from conftest import REPO, clean_env, run_mmfix_cli, run_python
 
 pytestmark = pytest.mark.slow  # a subprocess per loader and file
 
@@ -50,7 +49,7 @@ def specials(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 def _run(code: str, path: str, env: dict[str, str] | None = None):
-    return run_python(LIMITS + f"PATH = {path!r}\n" + code, env=env or clean_env(), check=False, timeout=60)
+    return run_python(LIMITS + f"PATH = {path!r}\n" + code, env=env or clean_env(), check=False, timeout=60, warm=True)
 
 
 @pytest.mark.parametrize("kind", ["FIFO", "character device", "socket"])
@@ -72,7 +71,7 @@ def test_a_special_file_is_a_clear_error_in_every_loader(specials: dict[str, str
 
 @pytest.mark.parametrize("kind", ["FIFO", "character device", "socket"])
 def test_inspect_says_what_the_file_is(specials: dict[str, str], kind: str) -> None:
-    proc = run([sys.executable, "-m", "mmfix", "inspect", specials[kind]], timeout=60)
+    proc = run_mmfix_cli("inspect", specials[kind], timeout=60)
     assert proc.returncode == 1 and f"it is a {kind}" in proc.stderr and "not a regular file" in proc.stderr, (
         proc.stderr
     )
