@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from conftest import CONFIG, REPO, TRAIN, clean_env, run, run_python
+from conftest import CONFIG, REPO, TRAIN, clean_env, run, run_mmfix_cli, run_python
 
 pytestmark = pytest.mark.slow  # real MMEngine trainings and loads in subprocesses
 
@@ -105,19 +105,22 @@ print(json.dumps({{
     assert out["history"] and out["mean"] == out["mean"]  # a real number, not NaN
     assert out["numpy"].startswith("2.")
     spelling = "numpy.core.multiarray" if "numpy1" in name else "numpy._core.multiarray"
-    report = json.loads(
-        run([sys.executable, "-m", "mmfix", "inspect", "--json", str(FIXTURES / name)], check=True).stdout
-    )
+    report = json.loads(_inspect("--json", str(FIXTURES / name)))
     assert f"{spelling}._reconstruct" in {g["name"] for g in report["globals"]}
+
+
+def _inspect(*args: str) -> str:
+    """``mmfix inspect ARGS``'s standard output (in a fork of the warm interpreter); it must succeed."""
+    proc = run_mmfix_cli("inspect", *args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
 
 
 # --- CPU mapping ------------------------------------------------------------------------------
 
 
 def test_cuda_tagged_checkpoint_loads_everywhere_on_a_cpu_host(cuda1_checkpoint: Path, tmp_path: Path) -> None:
-    report = json.loads(
-        run([sys.executable, "-m", "mmfix", "inspect", "--json", str(cuda1_checkpoint)], check=True).stdout
-    )
+    report = json.loads(_inspect("--json", str(cuda1_checkpoint)))
     assert set(report["devices"]) == {"cuda:1"}
     assert "saved on cuda:1 — without CPU mapping every rank allocates them on GPU 1" in report["summary"]
 
@@ -367,7 +370,7 @@ print(json.dumps(out))
     assert "plain pickle" in out["plain_pickle"][1]
     assert "fails its CRC check" in out["crc_damage"][1]
     for name in ("empty", "truncated_zip", "random_bytes", "directory", "missing"):
-        proc = run([sys.executable, "-m", "mmfix", "inspect", str(broken_files[name])])
+        proc = run_mmfix_cli("inspect", str(broken_files[name]))
         assert proc.returncode == 1 and str(broken_files[name]) in proc.stderr and "Traceback" not in proc.stderr
 
 
@@ -377,7 +380,8 @@ print(json.dumps(out))
 def test_mmap_switch_maps_zip_files_and_falls_back_silently(trained: Path, tmp_path: Path) -> None:
     legacy = tmp_path / "legacy.pth"
     run_python(
-        f"import torch; torch.save({{'w': torch.ones(4)}}, {str(legacy)!r}, _use_new_zipfile_serialization=False)"
+        f"import torch; torch.save({{'w': torch.ones(4)}}, {str(legacy)!r}, _use_new_zipfile_serialization=False)",
+        warm=True,
     )
     code = f"""
 import io, json, warnings, mmfix, torch
@@ -390,9 +394,9 @@ buf = torch.load(io.BytesIO(data))
 leg = torch.load({str(legacy)!r})
 print(json.dumps({{"mapped": mapped, "buffer_ok": "state_dict" in buf, "legacy_ok": leg["w"].sum().item() == 4}}))
 """
-    on = json.loads(run_python(code, env=clean_env(MMFIX_MMAP="1")).stdout.strip().splitlines()[-1])
+    on = json.loads(run_python(code, env=clean_env(MMFIX_MMAP="1"), warm=True).stdout.strip().splitlines()[-1])
     assert on == {"mapped": True, "buffer_ok": True, "legacy_ok": True}
-    off = json.loads(run_python(code).stdout.strip().splitlines()[-1])
+    off = json.loads(run_python(code, warm=True).stdout.strip().splitlines()[-1])
     assert off == {"mapped": False, "buffer_ok": True, "legacy_ok": True}
 
 
@@ -401,12 +405,12 @@ print(json.dumps({{"mapped": mapped, "buffer_ok": "state_dict" in buf, "legacy_o
 
 def test_inspect_real_runner_checkpoint(trained: Path) -> None:
     path = trained / "epoch_3.pth"
-    text = run([sys.executable, "-m", "mmfix", "inspect", str(path)], check=True).stdout
+    text = _inspect(str(path))
     assert "format:     zip" in text and "all 8 storages were saved on cpu" in text
     assert "top-level keys: meta, state_dict, message_hub, optimizer, param_schedulers" in text
     assert "mmap:       possible" in text
     assert "verdict: loads with weights_only=True under mmfix" in text
-    report = json.loads(run([sys.executable, "-m", "mmfix", "inspect", "--json", str(path)], check=True).stdout)
+    report = json.loads(_inspect("--json", str(path)))
     names = {g["name"]: g["allowed"] for g in report["globals"]}
     assert names["mmengine.logging.history_buffer.HistoryBuffer"] is True
     assert names["builtins.getattr"] is True
