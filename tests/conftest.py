@@ -288,8 +288,8 @@ def torchvision_path(mmdet2_python: Path, tmp_path_factory: pytest.TempPathFacto
         return torchvision_overlay(mmdet2_python, folder)
 
 
-#: Test files by their cost (seconds on one worker of a quiet parallel run on the 2-core machine,
-#: junit's, 2026-12-06), the heaviest first. Under pytest-xdist's `--dist loadfile` a file runs on
+#: Test files by their cost (seconds on one worker of a parallel run on the 2-core machine), the
+#: heaviest first. Under pytest-xdist's `--dist loadfile` a file runs on
 #: one worker from its first test to its last; started last, a five-minute file keeps one worker
 #: busy while the other idles. So these start first and the many short files fill in at the end
 #: (longest-first scheduling). The order inside each file, and of every other file, is kept.
