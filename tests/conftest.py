@@ -154,7 +154,8 @@ _NOT_READ_AT_IMPORT = ("MMFIX_", "PYTEST_CURRENT_TEST", "TORCH_HOME")
 
 class _WarmPython:
     """A warm interpreter of this test process: one per environment (less its MMFIX_* variables,
-    which only mmfix reads, and only when the request's code imports it), started on first use,
+    which only mmfix reads, and only when the request's code imports it, and TORCH_HOME, which
+    torch.hub reads when it looks for a file; see _NOT_READ_AT_IMPORT), started on first use,
     ended with the test process. A test process's environment does change: importing cv2 sets
     LD_LIBRARY_PATH and Qt's variables, and an interpreter started before would differ from a
     fresh one; the warm interpreter of the new environment serves the requests from then on."""
@@ -289,9 +290,8 @@ def torchvision_path(mmdet2_python: Path, tmp_path_factory: pytest.TempPathFacto
 
 
 #: Test files by their cost (seconds on one worker of a parallel run on the 2-core machine), the
-#: heaviest first. Under pytest-xdist's `--dist loadfile` a file runs on
-#: one worker from its first test to its last; started last, a five-minute file keeps one worker
-#: busy while the other idles. So these start first and the many short files fill in at the end
+#: heaviest first. Under pytest-xdist's `--dist loadfile` a file runs on one worker from its first
+#: test to its last; started last, a five-minute file keeps one worker busy while the other idles. So these start first and the many short files fill in at the end
 #: (longest-first scheduling). The order inside each file, and of every other file, is kept.
 HEAVY_FIRST = (  # seconds of a worker: measured 2026-12-07 (pytest's junit times, -n 2)
     "integration/test_faults.py",  # ~380 (484 with 100 MB checkpoints)

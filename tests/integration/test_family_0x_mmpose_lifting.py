@@ -55,8 +55,8 @@ from mmengine.registry import init_default_scope
 from mmengine.runner import Runner, load_checkpoint
 
 # MMEngine formats the whole config with yapf for each log, dump, visualizer and checkpoint save:
-# 3-4 s of CPU a call for these configs (50 KB of text: 0.x wrote the data sets' metadata out, as
-# the stock 0.x configs' own text is), 27 calls here. The same text, computed once per content.
+# 3-4 s of CPU a call for these configs (about 50 KB of text, as the stock 0.x config's own: the
+# data sets' metadata written out four times), 27 calls here. The same text, once per content.
 _format = Config.pretty_text.fget
 _formatted = {}
 def _pretty_text(self):

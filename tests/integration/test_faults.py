@@ -19,8 +19,8 @@ pytestmark = pytest.mark.slow  # trainings killed and resumed
 
 DDP_CONFIG = REPO / "tests" / "configs" / "toy_ddp.py"
 MMFIX_RUN = str(Path(sys.executable).parent / "mmfix-run")
-# 25 MB: the watcher in ddp_probe still lands its kill mid-write (a tenth of the file past the
-# fraction at most, measured); 100 MB cost each kill-and-resume test 8 s more of CPU, most of it
+# 25 MB: the watcher in ddp_probe still lands its kill mid-write (about a tenth of the file past
+# the fraction, measured); 100 MB cost each kill-and-resume test 8 s more of CPU, most of it
 # the kernel's writes and reads (issue 29).
 BALLAST_MB = 25
 SEED = 20261130
