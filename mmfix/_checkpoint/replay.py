@@ -15,7 +15,7 @@ import zipfile
 from typing import Any
 
 from . import files, pickle_reader
-from .pickle_cost import CheckIncomplete, ContainerCrafted, Cost, PickleDamaged, PickleTooCostly
+from .pickle_cost import CheckIncomplete, ContainerCrafted, Cost, PickleDamaged, PickleTooCostly, PickleUnreadable
 
 ITEMSIZE = {
     "DoubleStorage": 8,
@@ -230,23 +230,35 @@ def _data_pkl(infos: list[zipfile.ZipInfo]) -> zipfile.ZipInfo | None:
     return next((i for i in infos if files.fold(i.filename) == name), None)
 
 
-_last: tuple[tuple[Any, ...], tuple[pickle_reader.Reading, dict[str, int]]] | None = None
+_Replayed = tuple[pickle_reader.Reading, dict[str, int]]
+#: the last path read: (its identity, the reading, or the refusal it ended in as (class, args))
+_last: tuple[tuple[Any, ...], _Replayed | tuple[type[PickleUnreadable], tuple[Any, ...]]] | None = None
 
 
-def _replay_source(source: Any) -> tuple[pickle_reader.Reading, dict[str, int]]:
+def _replay_source(source: Any) -> _Replayed:
     """Read a path or a seekable file statically: (reading, storage record sizes);
-    a file object is left rewound. A refusal reads a file twice (is it damaged? which
-    globals?): the same unchanged path is read once."""
+    a file object is left rewound. A refusal reads a file twice or three times (is it damaged?
+    too costly? which globals?): the same unchanged path is read once, and the reading's verdict
+    kept with it when that verdict is the file's own (its damage, its cost, its container), not
+    the check's running out of time (``CheckIncomplete``: read again, it may finish)."""
     global _last
-    if isinstance(source, (str, os.PathLike)):
-        st = os.stat(source)
-        key = (os.path.realpath(source), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-        if _last is not None and _last[0] == key:
-            return _last[1]
+    if not isinstance(source, (str, os.PathLike)):
+        return _replay_uncached(source)
+    st = os.stat(source)
+    key = (os.path.realpath(source), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    if _last is not None and _last[0] == key:
+        known = _last[1]
+        if isinstance(known[0], type):
+            raise known[0](*known[1])  # a fresh exception, not the first one with its traceback
+        return known
+    try:
         result = _replay_uncached(source)
-        _last = (key, result)
-        return result
-    return _replay_uncached(source)
+    except (PickleDamaged, PickleTooCostly) as exc:
+        if type(exc) in (PickleDamaged, PickleTooCostly, ContainerCrafted):
+            _last = (key, (type(exc), exc.args))
+        raise
+    _last = (key, result)
+    return result
 
 
 def _replay_uncached(source: Any) -> tuple[pickle_reader.Reading, dict[str, int]]:

@@ -293,3 +293,47 @@ def test_iterating_a_storage_is_priced_per_element() -> None:
     assert small.cost is not None and small.cost.work >= 1_000 * pickle_reader.STORAGE_ELEMENT_WORK
     with pytest.raises(pickle_cost.PickleTooCostly, match="elementary steps"):
         pickle_reader.read(io.BytesIO(_pickle(P.call(P.g("builtins", "set"), P.storage("0", 1 << 20)))))
+
+
+def test_a_files_own_verdict_is_read_once_and_a_check_that_ran_out_is_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A refusal asks about one file two or three times (damaged? too costly? which globals?): a
+    # path unchanged since is read once, its damage or cost raised afresh each time; a check
+    # stopped by its own bounds is no verdict on the file and is read again.
+    reads: list[Path] = []
+    real = replay._replay_uncached
+
+    def counted(source):
+        reads.append(Path(source))
+        return real(source)
+
+    monkeypatch.setattr(replay, "_replay_uncached", counted)
+    monkeypatch.setattr(replay, "_last", None)
+    damaged = P.write(tmp_path / "damaged.pth", P.NONE + P.SETITEM)  # the pickle's last SETITEM underflows
+    assert replay.load_cost_problem(damaged) is None  # left to the loader's "damaged" verdict
+    raised = []
+    for _ in range(2):
+        with pytest.raises(pickle_cost.PickleDamaged) as caught:
+            replay.scan_globals(damaged)
+        raised.append(caught.value)
+    assert reads == [damaged] and raised[0] is not raised[1] and str(raised[0]) == str(raised[1])
+    costly = P.write(tmp_path / "costly.pth", cost_payloads.bodies()["set_of_tuple_dag"][1])
+    first = replay.load_cost_problem(costly)
+    assert first is not None and replay.load_cost_problem(costly) == first and reads == [damaged, costly]
+    P.write(damaged, P.NONE + P.SETITEM, {"0": b"\0" * 8})  # rewritten: a new file to the check
+    assert replay.load_cost_problem(damaged) is None and reads[-1] == damaged and len(reads) == 3
+
+    real_bound = replay._bound
+
+    def few_opcodes(reading, pickle_bytes, file_bytes):
+        real_bound(reading, pickle_bytes, file_bytes)
+        reading.max_ops = 3
+
+    monkeypatch.setattr(replay, "_bound", few_opcodes)
+    good = tmp_path / "good.pth"
+    torch.save({"w": torch.ones(3)}, good)
+    for _ in range(2):
+        problem = replay.load_cost_problem(good)
+        assert problem is not None and "more than 3 opcodes" in problem[0], problem
+    assert reads[3:] == [good, good]
