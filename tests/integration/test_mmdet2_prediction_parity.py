@@ -34,12 +34,13 @@ from mmdet2_support import (
 pytestmark = pytest.mark.slow
 
 CONFIGS = Path(__file__).resolve().parents[1] / "data" / "mmdet2_configs"
-_RCNN_SCORE_0 = "model = dict(test_cfg=dict(rpn=dict(nms_pre=500, max_per_img=200), rcnn=dict(score_thr=0.0)))"
+# 200 proposals per image (CPU time) and every class score kept
+_RCNN_TEST = "model = dict(test_cfg=dict(rpn=dict(nms_pre=500, max_per_img=200), rcnn=dict(score_thr=0.0)))"
 
 
 class _Case(NamedTuple):
     official: str  # under tests/data/mmdet2_configs
-    overrides: str = _RCNN_SCORE_0
+    overrides: str = _RCNN_TEST
     scales: object = (384, 256)
     flip: bool = False
     on_3x: tuple[str, ...] = ("plain",)  # "plain" or a --tta type ("config": the config's tta_model)
