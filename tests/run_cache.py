@@ -19,8 +19,6 @@ import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-
 
 def digest(parts: Iterable[str | bytes | Path]) -> str:
     """sha256 over ``parts``: strings, bytes, files (their bytes: a test's temporary folder differs

@@ -254,7 +254,7 @@ def _replay_source(source: Any) -> _Replayed:
     try:
         result = _replay_uncached(source)
     except (PickleDamaged, PickleTooCostly) as exc:
-        if type(exc) in (PickleDamaged, PickleTooCostly, ContainerCrafted):
+        if not isinstance(exc, CheckIncomplete):
             _last = (key, (type(exc), exc.args))
         raise
     _last = (key, result)

@@ -14,7 +14,6 @@ exception. Last, a 2.28.2 state dict loads strictly into the converted model aft
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -159,15 +158,20 @@ def test_converted_model_is_the_model_2x_built_from_the_same_file(built_3x, mmde
     assert differences(built_3x[str(CONFIGS / relative)], mmdet2_2x_signatures[str(CONFIGS / relative)]) == {}
 
 
-#: what the 2.x side's results depend on besides their inputs (run_cache: one computation per CI run)
-_2X_SCRIPTS = [REPO / "tests" / name for name in ("former_support.py", "mmdet2_worker.py", "pretrained_free.py")]
+def _key_2x(mmdet2_python: Path, *inputs: str | Path) -> str:
+    """What a 2.x-side result depends on (run_cache: one computation per CI run): the 2.x
+    environment, the scripts that compute it, the 2.x configs, and ``inputs``."""
+    from run_cache import digest
+
+    scripts = [REPO / "tests" / name for name in ("former_support.py", "mmdet2_worker.py", "pretrained_free.py")]
+    return digest([str(mmdet2_python), *scripts, CONFIGS, *inputs])
 
 
 @pytest.fixture(scope="module")
 def mmdet2_2x_signatures(mmdet2_python: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     # The 2.x models' module names are renamed with the state-dict layout (mmfix's table), so this
     # also checks that each renamed module is the 3.x module of the same role.
-    from run_cache import cached, digest
+    from run_cache import cached
 
     env = {k: v for k, v in clean_env().items() if k != "PYTHONPATH"}
     paths = [CONFIGS / rel for rel in FAMILY_CONFIGS]
@@ -176,8 +180,7 @@ def mmdet2_2x_signatures(mmdet2_python: Path, tmp_path_factory: pytest.TempPathF
     def produce() -> None:
         (out / "signatures.json").write_text(json.dumps(_signatures(mmdet2_python, "2x", paths, env)))
 
-    key = digest([str(mmdet2_python), os.path.realpath(mmdet2_python), *_2X_SCRIPTS, CONFIGS, *map(str, paths)])
-    cached("maskformer-2x-signatures", key, [out], produce)
+    cached("maskformer-2x-signatures", _key_2x(mmdet2_python, *map(str, paths)), [out], produce)
     return json.loads((out / "signatures.json").read_text())
 
 
@@ -200,7 +203,7 @@ def predictions(mmdet2_python, tmp_path_factory):
     from mmengine.config import Config
 
     from mmdet2_support import job_2x, job_3x, run_batch, seeded_image
-    from run_cache import cached, digest
+    from run_cache import cached
 
     root = tmp_path_factory.mktemp("maskformer")
     image = root / "image.npy"
@@ -231,10 +234,11 @@ def predictions(mmdet2_python, tmp_path_factory):
         jobs_2x.append(job_2x(config, image, folder / "2x"))
         jobs_3x.append(job_3x(config, image, folder / "2x" / "state_dict.pth", folder / "3x"))
     # The 2.x side is the same in every environment under test: computed once per CI run (run_cache).
-    key = digest(
-        [str(mmdet2_python), os.path.realpath(mmdet2_python), *_2X_SCRIPTS, CONFIGS, image]
-        + [folders[family] / "config.py" for family in PREDICTED]
-        + [" ".join(job[4:]) for job in jobs_2x]
+    key = _key_2x(
+        mmdet2_python,
+        image,
+        *(folders[family] / "config.py" for family in PREDICTED),
+        *(" ".join(job[4:]) for job in jobs_2x),
     )
     cached(
         "maskformer-2x-predictions",
