@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import clean_env, run
+from conftest import clean_env, run, run_python
 from mmdet2_support import assert_same_detections, job_3x, load_report, predict_2x, result_of, run_batch, seeded_image
 from mmdet_support import require_mmdet, user_config_2x, user_config_3x, write_coco
 
@@ -86,7 +86,7 @@ def test_convert_checkpoint_writes_a_file_plain_mmengine_loads_strictly(yolact, 
     run([*MMFIX, "convert-config", str(yolact["config"]), "-o", str(config_3x)], env=clean_env(), check=True)
     # Without mmfix's conversions (only its ops, mmcv-lite here): the written files are plain 3.x files.
     check = f"""
-import torch, mmfix
+import copy, torch, mmfix
 from mmengine.config import Config
 from mmengine.registry import init_default_scope
 from mmdet.registry import MODELS
@@ -144,29 +144,40 @@ def _mmfix_run(*args: object, **env: str) -> tuple[int, str]:
     return proc.returncode, proc.stdout + proc.stderr
 
 
-def _checkpoint_of(
-    config: Path, path: Path, *, drop: str | None, meta_version: str, num_classes: int | None = None
-) -> Path:
-    """A checkpoint of ``config``'s model (built with mmfix, so a 2.x config is converted), with a
-    parameter dropped and a stray key added (``drop``), or the class layer resized (``num_classes``)."""
+def _checkpoints_of(config: Path, variants: dict[Path, dict]) -> list[Path]:
+    """Checkpoints of ``config``'s model (built with mmfix, so a 2.x config is converted), one per
+    variant: ``meta_version`` the MMDetection version its meta names, ``drop`` a parameter dropped
+    and a stray key added, ``num_classes`` the class layer resized. The model is built once for all
+    of them, in a fork of the warm interpreter (what is tested is how they load, not how they are
+    made; issue 29)."""
     script = f"""
-import torch, mmfix
+import copy, torch, mmfix
 from mmengine.config import Config
 from mmengine.registry import init_default_scope
 from mmdet.registry import MODELS
 init_default_scope('mmdet')
-sd = MODELS.build(Config.fromfile({str(config)!r}).model).state_dict()
-drop = {drop!r}
-if drop:
-    del sd[drop]
-    sd['roi_head.stray.weight'] = torch.zeros(1)
-if {num_classes!r}:
-    sd['roi_head.bbox_head.fc_cls.weight'] = torch.zeros({num_classes!r} + 1, sd['roi_head.bbox_head.fc_cls.weight'].shape[1])
-    sd['roi_head.bbox_head.fc_cls.bias'] = torch.zeros({num_classes!r} + 1)
-torch.save({{'state_dict': sd, 'meta': {{'mmdet_version': {meta_version!r}}}}}, {str(path)!r})
+built = MODELS.build(Config.fromfile({str(config)!r}).model).state_dict()
+for path, variant in {[(str(path), variant) for path, variant in variants.items()]!r}:
+    sd = copy.copy(built)  # its _metadata (the modules' versions) kept, as a saved state dict has it
+    if variant.get('drop'):
+        del sd[variant['drop']]
+        sd['roi_head.stray.weight'] = torch.zeros(1)
+    if variant.get('num_classes'):
+        n = variant['num_classes'] + 1
+        sd['roi_head.bbox_head.fc_cls.weight'] = torch.zeros(n, sd['roi_head.bbox_head.fc_cls.weight'].shape[1])
+        sd['roi_head.bbox_head.fc_cls.bias'] = torch.zeros(n)
+    torch.save({{'state_dict': sd, 'meta': {{'mmdet_version': variant['meta_version']}}}}, path)
 """
-    run([sys.executable, "-c", script], env=clean_env(), check=True, timeout=300)
-    return path
+    run_python(script, warm=True, timeout=300)
+    return list(variants)
+
+
+def _checkpoint_of(
+    config: Path, path: Path, *, drop: str | None, meta_version: str, num_classes: int | None = None
+) -> Path:
+    """One checkpoint of ``config``'s model (see _checkpoints_of)."""
+    (made,) = _checkpoints_of(config, {path: {"drop": drop, "meta_version": meta_version, "num_classes": num_classes}})
+    return made
 
 
 def test_test_py_on_a_2x_config_with_a_checkpoint_missing_keys_stops_with_one_error(mmdet_dir, coco, tmp_path) -> None:
@@ -216,21 +227,27 @@ def test_load_from_a_2x_saved_checkpoint_into_a_3x_config_is_strict_but_fine_tun
 ) -> None:
     config = user_config_3x(tmp_path / "faster_rcnn_3x.py", mmdet_dir, coco, extra="")
     work = tmp_path / "work"
-    # Saved by 2.x (meta), missing a layer: an error before the first iteration.
-    bad = _checkpoint_of(config, tmp_path / "bad2x.pth", drop="rpn_head.rpn_cls.weight", meta_version="2.28.2")
+    # Saved by 2.x (meta) and by 3.x, missing a layer; and a 2.x COCO model (other classes).
+    bad, same_3x, coco_like = _checkpoints_of(
+        config,
+        {
+            tmp_path / "bad2x.pth": {"drop": "rpn_head.rpn_cls.weight", "meta_version": "2.28.2"},
+            tmp_path / "bad3x.pth": {"drop": "rpn_head.rpn_cls.weight", "meta_version": "3.3.0"},
+            tmp_path / "coco80.pth": {"meta_version": "2.28.2", "num_classes": 80},
+        },
+    )
+    # Saved by 2.x, missing a layer: an error before the first iteration.
     code, out = _mmfix_run(
         _tool(mmdet_dir, "train.py"), config, "--work-dir", work, "--cfg-options", f"load_from={bad}"
     )
     assert code != 0 and "the checkpoint was saved by MMDetection 2.28.2" in out, out[-3000:]
     assert "Epoch(train)" not in out
     # The same file saved by 3.x: stock MMEngine's behaviour (a warning), as 3.x users expect.
-    same_3x = _checkpoint_of(config, tmp_path / "bad3x.pth", drop="rpn_head.rpn_cls.weight", meta_version="3.3.0")
     code, out = _mmfix_run(
         _tool(mmdet_dir, "train.py"), config, "--work-dir", work, "--cfg-options", f"load_from={same_3x}"
     )
     assert code == 0 and "missing keys in source state_dict: rpn_head.rpn_cls.weight" in out, out[-3000:]
     # Fine-tuning a 2.x COCO model on other classes: only shapes differ -- MMEngine's warning, the run goes on.
-    coco_like = _checkpoint_of(config, tmp_path / "coco80.pth", drop=None, meta_version="2.28.2", num_classes=80)
     code, out = _mmfix_run(
         _tool(mmdet_dir, "train.py"), config, "--work-dir", work, "--cfg-options", f"load_from={coco_like}"
     )
@@ -259,8 +276,12 @@ else:
     print('LOADED')
 """
     outcomes = {}
+    made = _checkpoints_of(
+        config,
+        {tmp_path / f"{v}.pth": {"drop": "rpn_head.rpn_cls.weight", "meta_version": v} for v in ("2.28.2", "3.3.0")},
+    )
     for version, order in (("2.28.2", "first"), ("2.28.2", "late"), ("3.3.0", "first")):
-        ckpt = _checkpoint_of(config, tmp_path / f"{version}.pth", drop="rpn_head.rpn_cls.weight", meta_version=version)
+        ckpt = made[version == "3.3.0"]
         proc = run([sys.executable, "-c", script, str(config), str(ckpt), order], env=clean_env(), timeout=300)
         out = outcomes[version, order] = proc.stdout + proc.stderr
         assert proc.returncode == 0, out[-3000:]
