@@ -276,12 +276,18 @@ else:
     print('LOADED')
 """
     outcomes = {}
-    made = _checkpoints_of(
-        config,
-        {tmp_path / f"{v}.pth": {"drop": "rpn_head.rpn_cls.weight", "meta_version": v} for v in ("2.28.2", "3.3.0")},
+    versions = ("2.28.2", "3.3.0")
+    made = dict(
+        zip(
+            versions,
+            _checkpoints_of(
+                config,
+                {tmp_path / f"{v}.pth": {"drop": "rpn_head.rpn_cls.weight", "meta_version": v} for v in versions},
+            ),
+        )
     )
     for version, order in (("2.28.2", "first"), ("2.28.2", "late"), ("3.3.0", "first")):
-        ckpt = made[version == "3.3.0"]
+        ckpt = made[version]
         proc = run([sys.executable, "-c", script, str(config), str(ckpt), order], env=clean_env(), timeout=300)
         out = outcomes[version, order] = proc.stdout + proc.stderr
         assert proc.returncode == 0, out[-3000:]
