@@ -33,10 +33,15 @@ def _cluster_up() -> bool:
         return False
 
 
-if not _cluster_up():
-    if os.environ.get("REQUIRE_SLURM") == "1":
-        raise RuntimeError("REQUIRE_SLURM=1 but no SLURM cluster answers: run scripts/start_slurm_cluster.sh")
-    pytest.skip("no SLURM cluster here (start one with scripts/start_slurm_cluster.sh)", allow_module_level=True)
+@pytest.fixture(scope="module", autouse=True)
+def _cluster() -> None:
+    """Asked once, when a test here is selected, not at collection: `srun true` waits ~9 s for
+    the scheduler, which every pytest run that merely collects this file (the fast suite, each
+    of the version matrix's runs) paid with a core idle (issue 29)."""
+    if not _cluster_up():
+        if os.environ.get("REQUIRE_SLURM") == "1":
+            pytest.fail("REQUIRE_SLURM=1 but no SLURM cluster answers: run scripts/start_slurm_cluster.sh")
+        pytest.skip("no SLURM cluster here (start one with scripts/start_slurm_cluster.sh)")
 
 
 def free_port() -> str:
