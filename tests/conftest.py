@@ -149,7 +149,45 @@ def run_mmfix_cli(
     return run_python(code, env=env, timeout=timeout, check=False, warm=True)
 
 
-_NOT_READ_AT_IMPORT = ("MMFIX_", "PYTEST_CURRENT_TEST", "TORCH_HOME")
+def run_tool_warm(
+    script: str | Path,
+    *args: str,
+    env: dict[str, str],
+    cwd: str | Path | None = None,
+    timeout: float = 300,
+    mmfix: bool = True,
+) -> subprocess.CompletedProcess[str]:
+    """``mmfix-run python SCRIPT ARGS`` in a fork of the warm interpreter: the script run as
+    ``__main__`` with its own folder first on ``sys.path`` and mmfix activated first through
+    mmfix-run's door (its start steps, and the bootstrap on PYTHONPATH for the run's Python
+    children), as the bootstrap ``sitecustomize`` does in a fresh interpreter — only torch and
+    MMEngine's runner are imported already, as in a training script that imports mmfix after
+    them. Saves the 3 s of CPU of their import for a test of what a run does (its saves, its
+    errors), not of how it starts (issue 29); a command that re-launches itself (``--gpus N``)
+    needs the real ``mmfix-run``. ``mmfix=False``: ``python SCRIPT ARGS``, mmfix never imported."""
+    code = (
+        "import os, runpy, sys\n"
+        f"script = {str(script)!r}\n"
+        f"sys.argv = [script, *{list(args)!r}]\n"
+        "sys.path[0] = os.path.dirname(os.path.abspath(script))  # `python SCRIPT` puts its folder first\n"
+    )
+    if mmfix:
+        code += (
+            "from mmfix._run import environment_for\n"
+            "os.environ.update(environment_for(dict(os.environ)))\n"
+            "from mmfix import _startup\n"
+            "_startup._activate('mmfix-run')\n"
+            "_startup._start_steps()\n"
+        )
+    code += "runpy.run_path(script, run_name='__main__')\n"
+    return run_python(code, env=env, cwd=cwd, check=False, timeout=timeout, warm=True)
+
+
+# Variables no preloaded module reads at import: mmfix's (only mmfix reads them, and only when a
+# request's code imports it), pytest's name of the running test, TORCH_HOME (read when torch.hub
+# looks for a file), and those of the tests' own probe hooks (tests/ddp_probe.py reads them when
+# a run trains or saves).
+_NOT_READ_AT_IMPORT = ("MMFIX_", "PYTEST_CURRENT_TEST", "TORCH_HOME", "KILL_", "PROBE_", "DISTURB")
 
 
 class _WarmPython:

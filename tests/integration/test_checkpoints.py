@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from conftest import CONFIG, REPO, TRAIN, clean_env, run, run_mmfix_cli, run_python
+from conftest import CONFIG, REPO, TRAIN, clean_env, run_mmfix_cli, run_python, run_tool_warm
 
 pytestmark = pytest.mark.slow  # real MMEngine trainings and loads in subprocesses
 
@@ -21,11 +21,13 @@ MMFIX_RUN = str(Path(sys.executable).parent / "mmfix-run")
 
 
 def train(work_dir: Path, *extra: str, mmfix: bool = True, check: bool = True):
-    cmd = [sys.executable, str(TRAIN), str(CONFIG), "--work-dir", str(work_dir), *extra]
-    if mmfix:
-        cmd = [MMFIX_RUN, *cmd]
+    """``[mmfix-run] python TRAIN CONFIG …``, in a fork of the warm interpreter (what the run
+    saves and loads is under test, not how it starts)."""
     env = clean_env() if mmfix else clean_env(MMFIX_DISABLE="1")
-    return run(cmd, env=env, check=check, timeout=300)
+    proc = run_tool_warm(TRAIN, str(CONFIG), "--work-dir", str(work_dir), *extra, env=env, timeout=300, mmfix=mmfix)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"training exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
+    return proc
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import REPO, TRAIN, clean_env, processes_mentioning, run
+from conftest import REPO, TRAIN, clean_env, processes_mentioning, run, run_tool_warm
 
 pytestmark = pytest.mark.slow  # trainings killed and resumed
 
@@ -46,12 +46,13 @@ def train(work: Path, *extra: str, procs: int = 1, mmfix: bool = True, timeout: 
         "train_cfg.max_epochs=3",
         *extra,
     ]
-    if procs > 1:
-        args += ["--gpus", str(procs)]
     environment = env(**e)
     if not mmfix:
         environment["MMFIX_DISABLE"] = "1"
-    proc = run([MMFIX_RUN, *args], env=environment, timeout=timeout)
+    if procs > 1:  # the legacy launch: torchrun's workers, each a fresh interpreter
+        proc = run([MMFIX_RUN, *args, "--gpus", str(procs)], env=environment, timeout=timeout)
+    else:  # one process: what its saves do, not how it starts (a fork of the warm interpreter)
+        proc = run_tool_warm(*args[1:], env=environment, timeout=timeout)
     return proc, proc.stdout + proc.stderr
 
 

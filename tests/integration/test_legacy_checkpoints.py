@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import clean_env, run, run_python
+from conftest import clean_env, run, run_python, run_tool_warm
 from mmdet2_support import assert_same_detections, job_3x, load_report, predict_2x, result_of, run_batch, seeded_image
 from mmdet_support import require_mmdet, user_config_2x, user_config_3x, write_coco
 
@@ -140,7 +140,9 @@ def _tool(mmdet_dir: Path, name: str) -> str:
 
 
 def _mmfix_run(*args: object, **env: str) -> tuple[int, str]:
-    proc = run([MMFIX_RUN, sys.executable, *map(str, args)], env=clean_env(OMP_NUM_THREADS="1", **env), timeout=600)
+    """``mmfix-run python TOOL …`` (one process) in a fork of the warm interpreter: how the tool
+    loads the checkpoint is under test, not how it starts."""
+    proc = run_tool_warm(*map(str, args), env=clean_env(OMP_NUM_THREADS="1", **env), timeout=600)
     return proc.returncode, proc.stdout + proc.stderr
 
 

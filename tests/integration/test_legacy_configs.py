@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import clean_env, run
+from conftest import clean_env, run, run_tool_warm
 from mmdet_support import (
     require_mmdet,
     user_config_2x,
@@ -43,7 +43,13 @@ def tool(mmdet_dir: Path, name: str) -> str:
 
 
 def mmfix_run(*args: str, timeout: float = 400) -> tuple[int, str]:
-    proc = run([MMFIX_RUN, sys.executable, *map(str, args)], env=clean_env(OMP_NUM_THREADS="1"), timeout=timeout)
+    """``mmfix-run python TOOL …``: a legacy launch (``--gpus N``) for real, a one-process run in a
+    fork of the warm interpreter (what the converted config trains, not how the run starts)."""
+    env = clean_env(OMP_NUM_THREADS="1")
+    if "--gpus" in args:
+        proc = run([MMFIX_RUN, sys.executable, *map(str, args)], env=env, timeout=timeout)
+    else:
+        proc = run_tool_warm(*map(str, args), env=env, timeout=timeout)
     return proc.returncode, proc.stdout + proc.stderr
 
 

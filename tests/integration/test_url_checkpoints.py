@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from checkpoint_payloads import call, g, s, write_checkpoint
-from conftest import CONFIG, REPO, TRAIN, clean_env, run, run_python
+from conftest import CONFIG, REPO, TRAIN, clean_env, run_python, run_tool_warm
 
 pytestmark = pytest.mark.slow  # MMEngine loads and short trainings in subprocesses
 
@@ -197,8 +197,8 @@ def test_a_fifo_in_the_cache_is_a_clear_error_not_a_hang(hub: Path) -> None:
 
 
 def _train(work_dir: Path, hub: Path, *extra: str):
-    cmd = [MMFIX_RUN, sys.executable, str(TRAIN), str(CONFIG), "--work-dir", str(work_dir), *extra]
-    return run(cmd, env=_env(hub), timeout=300)
+    """``mmfix-run python TRAIN CONFIG …`` in a fork of the warm interpreter."""
+    return run_tool_warm(TRAIN, str(CONFIG), "--work-dir", str(work_dir), *extra, env=_env(hub), timeout=300)
 
 
 def test_runner_resume_and_load_from_a_url(hub: Path, tmp_path: Path) -> None:
