@@ -61,7 +61,7 @@ def _child(request: dict, out_path: str, err_path: str) -> None:
     # the server's own, such as its temporary folder's finalizer, are not the child's).
     atexit._clear()
     sys.argv = ["-c"]
-    sys.path.insert(0, "")  # `python -c` puts the working folder first
+    sys.path[0] = ""  # `python -c` puts the working folder first, where this server has its own folder
     status = 0
     try:
         exec(compile(request["code"], "<string>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
