@@ -10,7 +10,7 @@ and MMFIX_LEGACY_ANY_PARSER for legacy_cli, MMFIX_MEMORY_REPORT for memory_repor
 The orderings share beginnings (28 of them, 66 distinct prefixes): one fresh interpreter walks
 their tree and forks where they part, so that a shared prefix (torch, MMEngine and MMDetection
 imported; mmfix imported and enabled) is done once, and each ordering's last process is exactly
-the one a fresh interpreter doing its events would be — at about a third of the CPU of one
+the one a fresh interpreter doing its events would be — at about half the CPU of one
 interpreter per ordering (issue 29).
 """
 
@@ -25,11 +25,11 @@ import pytest
 from conftest import clean_env, run
 from mmfix._patches import PATCHES
 
-pytestmark = pytest.mark.slow  # every import order in a fresh interpreter
+pytestmark = pytest.mark.slow  # every import order in a process of its own
 
 PROBE = r"""
 import glob, importlib, importlib.util, json, os, sys
-events = json.loads(sys.argv[1])  # the orderings
+given = json.loads(sys.argv[1])  # the orderings to walk, each a list of events
 # Two stages, so that a patch can be applied while a module its apply() hooks for
 # (mmengine.model, for cpu_distributed) is not imported yet.
 FIRST = ("argparse", "torch", "mmengine.dist")
@@ -198,7 +198,7 @@ def walk(prefix):  # every ordering that begins with PREFIX (this process has do
         in_child(step)
 
 
-orderings = {tuple(o): i for i, o in enumerate(events)}
+orderings = {tuple(o): i for i, o in enumerate(given)}  # each one's outcome goes to OUT/<its index>
 out = sys.argv[2]
 walk(())
 """
