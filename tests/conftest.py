@@ -156,6 +156,7 @@ def run_tool_warm(
     cwd: str | Path | None = None,
     timeout: float = 300,
     mmfix: bool = True,
+    check: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     """``mmfix-run python SCRIPT ARGS`` in a fork of the warm interpreter: the script run as
     ``__main__`` with its own folder first on ``sys.path`` and mmfix activated first through
@@ -180,7 +181,7 @@ def run_tool_warm(
             "_startup._start_steps()\n"
         )
     code += "runpy.run_path(script, run_name='__main__')\n"
-    return run_python(code, env=env, cwd=cwd, check=False, timeout=timeout, warm=True)
+    return run_python(code, env=env, cwd=cwd, check=check, timeout=timeout, warm=True)
 
 
 # Variables no preloaded module reads at import: mmfix's (only mmfix reads them, and only when a

@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,17 +16,15 @@ from conftest import CONFIG, REPO, TRAIN, clean_env, run_mmfix_cli, run_python, 
 pytestmark = pytest.mark.slow  # real MMEngine trainings and loads in subprocesses
 
 FIXTURES = REPO / "tests" / "fixtures"
-MMFIX_RUN = str(Path(sys.executable).parent / "mmfix-run")
 
 
 def train(work_dir: Path, *extra: str, mmfix: bool = True, check: bool = True):
     """``[mmfix-run] python TRAIN CONFIG …``, in a fork of the warm interpreter (what the run
     saves and loads is under test, not how it starts)."""
     env = clean_env() if mmfix else clean_env(MMFIX_DISABLE="1")
-    proc = run_tool_warm(TRAIN, str(CONFIG), "--work-dir", str(work_dir), *extra, env=env, timeout=300, mmfix=mmfix)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"training exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
-    return proc
+    return run_tool_warm(
+        TRAIN, str(CONFIG), "--work-dir", str(work_dir), *extra, env=env, timeout=300, mmfix=mmfix, check=check
+    )
 
 
 @pytest.fixture(scope="session")

@@ -20,7 +20,6 @@ from mmdet_support import require_mmdet, user_config_2x, user_config_3x, write_c
 pytestmark = pytest.mark.slow  # real MMDetection 2.28.2 and 3.3.0
 
 YOLACT_2X = Path(__file__).resolve().parents[1] / "data" / "mmdet2_configs" / "yolact" / "yolact_r50_1x8_coco.py"
-MMFIX_RUN = str(Path(sys.executable).parent / "mmfix-run")
 MMFIX = [sys.executable, "-m", "mmfix"]
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 import zipfile
 from pathlib import Path
 
@@ -30,7 +29,6 @@ pytestmark = pytest.mark.slow  # MMEngine loads and short trainings in subproces
 FIXTURE = REPO / "tests" / "fixtures" / "runner_numpy2.pth"  # a toy_det checkpoint written by stock MMEngine
 URL = "http://example.invalid/models/ckpt.pth"
 LIMITS = "import resource; resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))\n"
-MMFIX_RUN = str(Path(sys.executable).parent / "mmfix-run")
 
 
 @pytest.fixture
